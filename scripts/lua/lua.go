@@ -10,3 +10,48 @@ import _ "embed"
 //
 //go:embed unlock.lua
 var Unlock string
+
+// ReentrantLock is reentrant_lock.lua: take or re-enter a ReentrantLock, else return -PTTL.
+//
+//go:embed reentrant_lock.lua
+var ReentrantLock string
+
+// ReentrantUnlock is reentrant_unlock.lua: release one hold; at zero delete and publish.
+//
+//go:embed reentrant_unlock.lua
+var ReentrantUnlock string
+
+// Renew is renew.lua: the watchdog's renewal of a hash lock the owner still holds.
+//
+//go:embed renew.lua
+var Renew string
+
+// FairLock is fair_lock.lua: take, re-enter or queue for a FairLock.
+//
+//go:embed fair_lock.lua
+var FairLock string
+
+// FairUnlock is fair_unlock.lua: release one hold; at zero hand over to the first live waiter.
+//
+//go:embed fair_unlock.lua
+var FairUnlock string
+
+// FairWithdraw is fair_withdraw.lua: a FairLock waiter leaves the queue.
+//
+//go:embed fair_withdraw.lua
+var FairWithdraw string
+
+// RegistryObtain is registry_obtain.lua: take the remote half of a LocalRemoteLock.
+//
+//go:embed registry_obtain.lua
+var RegistryObtain string
+
+// RegistryRelease is registry_release.lua: compare-and-delete the remote half, then publish.
+//
+//go:embed registry_release.lua
+var RegistryRelease string
+
+// RegistryExtend is registry_extend.lua: reset the lease of a remote half still held.
+//
+//go:embed registry_extend.lua
+var RegistryExtend string

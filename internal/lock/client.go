@@ -1,0 +1,156 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for Options fields left zero.
+const (
+	// DefaultWatchdogLease is the lease a watchdog keeps renewing (Redisson's 30 s).
+	DefaultWatchdogLease = 30 * time.Second
+	// DefaultWaiterTimeout is how long a FairLock waiter keeps its place without refreshing it.
+	DefaultWaiterTimeout = 5 * time.Second
+	// DefaultLocalHandoffs bounds how many times in a row a LocalRemoteLock passes the remote
+	// lock from one local goroutine to the next before releasing it to other processes.
+	DefaultLocalHandoffs = 16
+)
+
+// ErrClosed is returned by the locks of a Client after Close.
+var ErrClosed = errors.New("lock: client closed")
+
+// Options configures a Client. The zero value is usable.
+type Options struct {
+	// Process identifies this process in lock values; NewProcessID() when empty. Two
+	// processes must never share one.
+	Process string
+	// WatchdogLease is the lease of a lock taken with a negative lease: the watchdog resets it
+	// every WatchdogLease/3 while the lock is held. DefaultWatchdogLease when zero.
+	WatchdogLease time.Duration
+	// MaxHold, when positive, bounds how long a watchdog keeps renewing one hold: after it
+	// the renewals stop, the hold is reported lost, and the lock expires within one lease.
+	MaxHold time.Duration
+	// WaiterTimeout is how long a FairLock waiter keeps its place in the queue without
+	// refreshing it; a waiter refreshes every WaiterTimeout/3, so one that died is dropped
+	// after at most WaiterTimeout. DefaultWaiterTimeout when zero.
+	WaiterTimeout time.Duration
+	// LocalHandoffs bounds the consecutive local handoffs of a LocalRemoteLock's remote
+	// lock (see Registry). DefaultLocalHandoffs when zero; negative disables them, so every
+	// final unlock releases the remote lock as Spring's RedisLockRegistry does.
+	LocalHandoffs int
+}
+
+// Client is one process's access to the Redis locks that wait by subscription: ReentrantLock,
+// FairLock and, through a Registry, LocalRemoteLock. It owns the process's single pub/sub
+// connection, shared by every waiter of every lock it made, and the watchdogs of the locks
+// held. Make one per process (or per service instance) and Close it at shutdown.
+//
+// Close stops the watchdogs without releasing anything, as a crash would: locks still held
+// expire within one lease.
+type Client struct {
+	rdb   redis.UniversalClient
+	opts  Options
+	sub   *subscriber
+	holds holds
+	stats stats
+
+	ctx    context.Context // cancelled by Close; parents the watchdogs
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // watchdog goroutines
+	closed atomic.Bool
+
+	hooks hooks
+}
+
+// hooks lets the package's tests observe internal events. All nil outside tests.
+type hooks struct {
+	renewed func(key string, ok bool) // after each watchdog renewal attempt
+}
+
+// NewClient returns a Client using rdb, which may be a single node, Sentinel or Cluster
+// client: every lock keeps its keys in one hash slot by a {name} hash tag.
+func NewClient(rdb redis.UniversalClient, opts Options) *Client {
+	if opts.Process == "" {
+		opts.Process = NewProcessID()
+	}
+	if opts.WatchdogLease <= 0 {
+		opts.WatchdogLease = DefaultWatchdogLease
+	}
+	if opts.WaiterTimeout <= 0 {
+		opts.WaiterTimeout = DefaultWaiterTimeout
+	}
+	if opts.LocalHandoffs == 0 {
+		opts.LocalHandoffs = DefaultLocalHandoffs
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{rdb: rdb, opts: opts, ctx: ctx, cancel: cancel}
+	c.holds.m = make(map[string]*hold)
+	c.sub = newSubscriber(rdb, &c.stats)
+	return c
+}
+
+// Process returns the process id the Client writes into lock values.
+func (c *Client) Process() string { return c.opts.Process }
+
+// Close stops every watchdog and closes the subscription connection. Waiters return
+// ErrClosed; locks still held are not released and expire within their lease.
+func (c *Client) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	c.cancel()
+	err := c.sub.close()
+	c.wg.Wait()
+	return err
+}
+
+// Stats counts what a Client's locks did, for tests and benchmarks.
+type Stats struct {
+	// WakesByPublish counts waiters woken by a release message on the subscription.
+	WakesByPublish uint64
+	// WakesByTimer counts waiters woken because the wait bounded by the lock's remaining
+	// lease (or the fair queue's refresh interval) ran out without a message.
+	WakesByTimer uint64
+	// Renewals counts successful watchdog renewals.
+	Renewals uint64
+	// Subscribes counts SUBSCRIBE commands sent on the shared connection.
+	Subscribes uint64
+}
+
+type stats struct {
+	wakesByPublish, wakesByTimer, renewals, subscribes atomic.Uint64
+}
+
+// Stats returns the counters so far.
+func (c *Client) Stats() Stats {
+	return Stats{
+		WakesByPublish: c.stats.wakesByPublish.Load(),
+		WakesByTimer:   c.stats.wakesByTimer.Load(),
+		Renewals:       c.stats.renewals.Load(),
+		Subscribes:     c.stats.subscribes.Load(),
+	}
+}
+
+// hashTag returns "lock:{name}:kind", the key of a lock of the given kind. The braces make
+// Redis Cluster hash only the name, so every key of one lock lands in one slot.
+func hashTag(name, kind string) string {
+	return KeyPrefix + "{" + name + "}:" + kind
+}
+
+// leaseFor validates a lease argument and returns the lease the scripts set: lease itself,
+// or the watchdog's lease when lease is negative. Zero and leases under a millisecond are
+// ErrInvalidTTL.
+func (c *Client) leaseFor(lease time.Duration) (time.Duration, error) {
+	if lease < 0 {
+		return c.opts.WatchdogLease, nil
+	}
+	if lease < time.Millisecond {
+		return 0, ErrInvalidTTL
+	}
+	return lease, nil
+}

@@ -1,0 +1,103 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// FairLock is a ReentrantLock that serves waiters first come, first served across processes
+// (Redisson's getFairLock, used in article 001's test). A caller that fails and will wait
+// joins a queue in Redis; the final Unlock hands the lock straight to the first waiter, whose
+// owner it publishes, so the new holder starts work on the message without asking Redis again.
+//
+// A waiter keeps its place by trying again at least every WaiterTimeout/3; one that stops
+// (its process died) is dropped from the queue after WaiterTimeout, so it cannot block the
+// others. A caller that only tries (wait == 0) never queues, and gets the lock only when it
+// is free and nobody is queued.
+//
+// When the lock is handed over, the new holder's lease is its own (fixed) lease, or for a
+// watchdog waiter the shorter of the watchdog lease and WaiterTimeout, renewed at once: a
+// waiter that died just before its turn blocks the lock for at most that long.
+type FairLock struct {
+	hashLock
+}
+
+// FairLock returns the fair lock named name (hash "lock:{name}:fair" with its queue keys).
+func (c *Client) FairLock(name string) *FairLock {
+	key := hashTag(name, "fair")
+	keys := []string{key, key + ":queue", key + ":deadlines", key + ":leases", key + ":released"}
+	return &FairLock{hashLock{c: c, key: key, keys: keys, unlockScript: fairUnlockScript}}
+}
+
+// TryLock is ReentrantLock.TryLock in queue order: wait == 0 tries once without queueing,
+// wait > 0 queues for up to wait, wait < 0 until ctx ends; lease > 0 is fixed, lease < 0
+// the watchdog. It reports false, nil when wait ran out; it returns ctx's error when ctx
+// ended first.
+func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	owner := Owner(l.c.opts.Process)
+	scriptLease, err := l.c.leaseFor(lease)
+	if err != nil {
+		return false, err
+	}
+	grantLease := scriptLease
+	if lease < 0 {
+		grantLease = min(scriptLease, l.c.opts.WaiterTimeout)
+	}
+	timeout := l.c.opts.WaiterTimeout.Milliseconds()
+	queued := false
+	n, err := l.c.acquire(ctx, wait, contender{
+		channel: l.keys[4],
+		owner:   owner,
+		refresh: l.c.opts.WaiterTimeout / 3,
+		try: func(ctx context.Context, mode tryMode) (int64, time.Duration, error) {
+			queue, retry := int64(0), "0"
+			if mode != tryOnce {
+				queue = timeout
+			}
+			if mode == retryQueued {
+				retry, queued = "1", true
+			}
+			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, owner, scriptLease.Milliseconds(),
+				grantLease.Milliseconds(), queue, retry).Int64()
+			if err != nil {
+				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
+			}
+			n, ttl := countOrTTL(v)
+			return n, ttl, nil
+		},
+		leave: func(ctx context.Context, cause error) (int64, error) {
+			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, owner).Int64()
+			if err != nil {
+				return 0, fmt.Errorf("withdraw from %s: %w", l.key, err)
+			}
+			if v == 0 {
+				return 0, nil
+			}
+			if cause == nil {
+				return 1, nil // handed over just as the wait ran out: keep it
+			}
+			// Handed over, but the caller is gone: pass the lock on to the next waiter.
+			if _, err := fairUnlockScript.Run(ctx, l.c.rdb, l.keys, owner).Int64(); err != nil {
+				return 0, fmt.Errorf("unlock %s: %w", l.key, err)
+			}
+			return 0, nil
+		},
+	})
+	if err != nil || n == 0 {
+		return false, err
+	}
+	first := l.c.opts.WatchdogLease / 3
+	if queued && grantLease < scriptLease {
+		first = 0 // a handover may have set the shorter grant lease: renew at once
+	}
+	l.held(owner, n, lease, scriptLease, first)
+	return true, nil
+}
+
+// Lock waits in the queue until the calling goroutine holds the lock, with the watchdog, or
+// until ctx ends (then it returns ctx's error).
+func (l *FairLock) Lock(ctx context.Context) error {
+	_, err := l.TryLock(ctx, -1, -1)
+	return err
+}

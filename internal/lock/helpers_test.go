@@ -1,0 +1,81 @@
+package lock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// proc is one simulated process: a Client (own process id, own subscription) and a Registry.
+type proc struct {
+	c *Client
+	r *Registry
+}
+
+func newProc(t *testing.T, srv testenv.Redis, opts Options) proc {
+	t.Helper()
+	c := NewClient(srv.Client, opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return proc{c: c, r: NewRegistry(c)}
+}
+
+// kind is one of the waiting locks under test.
+type kind struct {
+	name string
+	make func(p proc, name string) waitLock
+}
+
+var kinds = []kind{
+	{"reentrant", func(p proc, name string) waitLock { return p.c.ReentrantLock(name) }},
+	{"fair", func(p proc, name string) waitLock { return p.c.FairLock(name) }},
+	{"localremote", func(p proc, name string) waitLock { return p.r.Obtain(name) }},
+}
+
+// forEach runs f for every lock kind on every Redis server under test.
+func forEach(t *testing.T, f func(t *testing.T, srv testenv.Redis, k kind)) {
+	for _, srv := range testenv.RedisServers(t) {
+		for _, k := range kinds {
+			t.Run(srv.Name+"/"+k.name, func(t *testing.T) {
+				t.Parallel()
+				f(t, srv, k)
+			})
+		}
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// numSub returns how many connections the server has subscribed to channel.
+func numSub(t *testing.T, srv testenv.Redis, channel string) int64 {
+	t.Helper()
+	m, err := srv.Client.PubSubNumSub(context.Background(), channel).Result()
+	require.NoError(t, err)
+	return m[channel]
+}
+
+// eventually waits (bounded) for a condition the test has set in motion.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	require.Eventuallyf(t, cond, 10*time.Second, time.Millisecond, "waiting for %s", what)
+}
+
+// channelOf returns the release channel of a waiting lock.
+func channelOf(l waitLock) string {
+	switch l := l.(type) {
+	case *ReentrantLock:
+		return l.keys[len(l.keys)-1]
+	case *FairLock:
+		return l.keys[len(l.keys)-1]
+	case *LocalRemoteLock:
+		return l.key + ":released"
+	}
+	panic("unknown lock")
+}

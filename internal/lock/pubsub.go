@@ -1,0 +1,257 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// subscriber multiplexes every waiter of one Client over one pub/sub connection.
+//
+// A lock's channel is subscribed while at least one local goroutine waits on it and
+// unsubscribed when the last one leaves, so the connection carries only the channels of
+// locks this process is waiting for. A message with an empty payload wakes one waiter of
+// the channel (the oldest not yet woken): every process that waits gets one message per
+// release and lets one goroutine try, instead of a thundering herd. A message naming an
+// owner (a FairLock handover) wakes that owner's waiter, if it is in this process.
+type subscriber struct {
+	ps    *redis.PubSub
+	stats *stats
+
+	mu     sync.Mutex
+	chans  map[string]*channelState
+	closed bool
+	done   chan struct{} // closed when the receive loop has ended
+}
+
+// channelState is one channel's waiters and subscription progress.
+type channelState struct {
+	waiters []*waiter
+	// sent counts SUBSCRIBE commands sent for the channel, confirmed the confirmations read
+	// back. A waiter may rely on messages only once confirmed catches up with sent.
+	sent, confirmed uint64
+	ready           chan struct{} // closed when confirmed reaches sent
+}
+
+// waiter is one goroutine waiting on a channel.
+type waiter struct {
+	channel string
+	owner   string      // the owner a handover message must name to wake this waiter
+	wake    chan string // capacity 1: a pending wake-up and its payload
+}
+
+// errSubscriberClosed is what a waiter sees when the Client is closed under it.
+var errSubscriberClosed = ErrClosed
+
+func newSubscriber(rdb redis.UniversalClient, st *stats) *subscriber {
+	s := &subscriber{
+		ps:    rdb.Subscribe(context.Background()),
+		stats: st,
+		chans: make(map[string]*channelState),
+		done:  make(chan struct{}),
+	}
+	go s.receive()
+	return s
+}
+
+// register adds a waiter on channel and returns once the subscription is confirmed, so that
+// any release published after register returns is delivered.
+func (s *subscriber) register(ctx context.Context, channel, owner string) (*waiter, error) {
+	w := &waiter{channel: channel, owner: owner, wake: make(chan string, 1)}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errSubscriberClosed
+	}
+	st := s.chans[channel]
+	if st == nil {
+		st = &channelState{}
+		s.chans[channel] = st
+	}
+	st.waiters = append(st.waiters, w)
+	if len(st.waiters) == 1 {
+		// The first waiter subscribes. The command is written while s.mu is held so that
+		// SUBSCRIBE and UNSUBSCRIBE reach the server in the order they were decided.
+		st.sent++
+		if st.ready == nil || st.confirmed < st.sent {
+			st.ready = make(chan struct{})
+		}
+		s.stats.subscribes.Add(1)
+		if err := s.ps.Subscribe(ctx, channel); err != nil {
+			s.removeLocked(w)
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
+	ready := st.ready
+	s.mu.Unlock()
+
+	select {
+	case <-ready:
+		return w, nil
+	case <-ctx.Done():
+		s.unregister(w)
+		return nil, ctx.Err()
+	case <-s.done:
+		return nil, errSubscriberClosed
+	}
+}
+
+// unregister removes w. A wake-up w received but did not use passes to the next waiter, so
+// a release message is never swallowed by a goroutine that stopped waiting.
+func (s *subscriber) unregister(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeLocked(w)
+	select {
+	case p := <-w.wake:
+		if p == "" {
+			if st := s.chans[w.channel]; st != nil {
+				st.wakeOne()
+			}
+		}
+	default:
+	}
+}
+
+func (s *subscriber) removeLocked(w *waiter) {
+	st := s.chans[w.channel]
+	if st == nil {
+		return
+	}
+	for i, x := range st.waiters {
+		if x == w {
+			st.waiters = append(st.waiters[:i], st.waiters[i+1:]...)
+			break
+		}
+	}
+	if len(st.waiters) > 0 {
+		return
+	}
+	if !s.closed {
+		// A failed UNSUBSCRIBE leaves a channel subscribed: harmless, its messages find no
+		// waiter, and the connection's reconnect drops it.
+		_ = s.ps.Unsubscribe(context.Background(), w.channel)
+	}
+	if st.confirmed >= st.sent {
+		delete(s.chans, w.channel)
+	}
+}
+
+// wakeOne signals the oldest waiter without a pending wake-up.
+func (st *channelState) wakeOne() {
+	for _, w := range st.waiters {
+		select {
+		case w.wake <- "":
+			return
+		default:
+		}
+	}
+}
+
+// receive reads the connection until close. After a connection error it wakes every waiter,
+// since a release may have been published while the connection was down; go-redis
+// reconnects and resubscribes on the next read.
+func (s *subscriber) receive() {
+	defer close(s.done)
+	ctx := context.Background()
+	for {
+		msg, err := s.ps.ReceiveTimeout(ctx, time.Minute)
+		if err != nil {
+			if s.isClosed() {
+				return
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				_ = s.ps.Ping(ctx) // keep an idle connection honest
+				continue
+			}
+			s.wakeAll()
+			time.Sleep(50 * time.Millisecond) // do not spin while the server is away
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				s.confirm(m.Channel)
+			}
+		case *redis.Message:
+			s.deliver(m.Channel, m.Payload)
+		}
+	}
+}
+
+func (s *subscriber) confirm(channel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.chans[channel]
+	if st == nil {
+		return
+	}
+	// A reconnect resubscribes on its own and adds confirmations nobody asked for.
+	st.confirmed = min(st.confirmed+1, st.sent)
+	if st.confirmed == st.sent {
+		select {
+		case <-st.ready:
+		default:
+			close(st.ready)
+		}
+		if len(st.waiters) == 0 {
+			delete(s.chans, channel)
+		}
+	}
+}
+
+func (s *subscriber) deliver(channel, payload string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.chans[channel]
+	if st == nil {
+		return
+	}
+	if payload == "" {
+		st.wakeOne()
+		return
+	}
+	for _, w := range st.waiters {
+		if w.owner == payload {
+			select {
+			case w.wake <- payload:
+			default:
+			}
+			return
+		}
+	}
+}
+
+func (s *subscriber) wakeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, st := range s.chans {
+		for _, w := range st.waiters {
+			select {
+			case w.wake <- "":
+			default:
+			}
+		}
+	}
+}
+
+func (s *subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+func (s *subscriber) close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	err := s.ps.Close()
+	<-s.done
+	return err
+}

@@ -1,0 +1,130 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ReentrantLock is Redisson's RLock (article 001): one Redis hash per lock whose single field
+// is the owner (process id and goroutine id) and whose value is the owner's hold count. The
+// goroutine that holds it may take it again; each TryLock needs its Unlock, and the last
+// Unlock deletes the hash and publishes on the lock's channel, waking a waiter in every
+// process that waits.
+//
+// Like every lock keyed by goroutine id, it is held by the goroutine that took it: Unlock
+// from another goroutine returns ErrNotHeld. The value is safe for concurrent use; many
+// goroutines may share one ReentrantLock or make their own for the same name.
+type ReentrantLock struct {
+	hashLock
+}
+
+// ReentrantLock returns the reentrant lock named name (hash "lock:{name}:reentrant").
+func (c *Client) ReentrantLock(name string) *ReentrantLock {
+	key := hashTag(name, "reentrant")
+	return &ReentrantLock{hashLock{c: c, key: key, keys: []string{key, key + ":released"}, unlockScript: reentrantUnlockScript}}
+}
+
+// TryLock takes the lock for the calling goroutine, with Redisson's tryLock(waitTime,
+// leaseTime) semantics. wait == 0 tries once; wait > 0 waits up to wait; wait < 0 waits
+// until ctx ends. Waiting sleeps on the shared subscription until the holder's release
+// message, bounded by the lease the holder has left, and never polls at a fixed interval.
+// lease > 0 is a fixed lease; lease < 0 asks for the watchdog, which keeps the lock for as
+// long as it is held (see Lost). Re-entry by the holder succeeds at once and resets the lease.
+//
+// TryLock reports false, nil when wait ran out with another owner holding the lock; it
+// returns ctx's error when ctx ended first, ErrInvalidTTL for a lease of zero or under a
+// millisecond, and an error when Redis could not be asked.
+func (l *ReentrantLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	owner := Owner(l.c.opts.Process)
+	scriptLease, err := l.c.leaseFor(lease)
+	if err != nil {
+		return false, err
+	}
+	ms := scriptLease.Milliseconds()
+	n, err := l.c.acquire(ctx, wait, contender{
+		channel: l.keys[1],
+		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
+			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.keys[:1], owner, ms).Int64()
+			if err != nil {
+				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
+			}
+			n, ttl := countOrTTL(v)
+			return n, ttl, nil
+		},
+	})
+	if err != nil || n == 0 {
+		return false, err
+	}
+	l.held(owner, n, lease, scriptLease, l.c.opts.WatchdogLease/3)
+	return true, nil
+}
+
+// Lock waits until the calling goroutine holds the lock, with the watchdog, or until ctx
+// ends (then it returns ctx's error).
+func (l *ReentrantLock) Lock(ctx context.Context) error {
+	_, err := l.TryLock(ctx, -1, -1)
+	return err
+}
+
+// hashLock is what ReentrantLock and FairLock share: a hash keyed by owner with hold counts,
+// released by a script that returns -1 (not held), the remaining count, or 0 (released).
+type hashLock struct {
+	c            *Client
+	key          string   // the lock hash
+	keys         []string // the keys its scripts take; keys[0] is key, the last is the channel
+	unlockScript *redis.Script
+}
+
+// Key returns the lock's Redis hash key.
+func (l *hashLock) Key() string { return l.key }
+
+// Unlock releases one hold of the calling goroutine; the last one deletes the lock and wakes
+// a waiter. It returns an error wrapping ErrNotHeld when the goroutine does not hold the lock:
+// it never took it, or the lease ran out (the work it protected may have overlapped another
+// holder's). It stops the watchdog at the last hold.
+func (l *hashLock) Unlock(ctx context.Context) error {
+	owner := Owner(l.c.opts.Process)
+	n, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, owner).Int64()
+	if err != nil {
+		return fmt.Errorf("unlock %s: %w", l.key, err)
+	}
+	switch {
+	case n < 0:
+		l.c.holds.finish(l.key, owner, true)
+		return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
+	case n == 0:
+		l.c.holds.finish(l.key, owner, false)
+	}
+	return nil
+}
+
+// Lost returns a channel that is closed when the calling goroutine's hold is lost: its
+// watchdog found the lock gone or could not renew it for a whole lease, MaxHold passed, the
+// Client closed, or (fixed lease) the lease ran out. A holder doing long work should select
+// on it and stop. The channel is already closed when the goroutine holds nothing.
+func (l *hashLock) Lost() <-chan struct{} {
+	return l.c.holds.lost(l.key, Owner(l.c.opts.Process))
+}
+
+// held records an acquisition with hold count n: a first hold (n == 1) starts the watchdog
+// (lease < 0, first renewal after first) or the lease timer; a re-entry resets the timer.
+func (l *hashLock) held(owner string, n int64, lease, scriptLease, first time.Duration) {
+	if n > 1 {
+		if h := l.c.holds.get(l.key, owner); h != nil && h.timer != nil && lease > 0 {
+			h.timer.Reset(lease)
+		}
+		return
+	}
+	h := l.c.holds.begin(l.key, owner)
+	if lease > 0 {
+		h.leaseTimer(lease)
+		return
+	}
+	l.c.watch(h, l.key, scriptLease, first, func(ctx context.Context, lease time.Duration) (bool, error) {
+		v, err := renewScript.Run(ctx, l.c.rdb, l.keys[:1], owner, lease.Milliseconds()).Int64()
+		return v == 1, err
+	})
+}

@@ -1,0 +1,350 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrLockLost is returned by LocalRemoteLock.Unlock when the remote lock had expired while
+// held (article 000's IllegalStateException). It wraps ErrNotHeld.
+var ErrLockLost = fmt.Errorf("lock: released in the store due to expiration, the integrity of data protected by this lock may have been compromised: %w", ErrNotHeld)
+
+// Registry hands out LocalRemoteLocks: article 000's design, after Spring Integration's
+// RedisLockRegistry. Each name has a local lock in front of a remote Redis lock whose value
+// is the process id. The goroutines of one process queue on the local lock, without a word
+// to Redis; only the one at the front competes for the remote lock with other processes.
+//
+// One step beyond the article: when a holder unlocks while other local goroutines wait, it
+// checks the remote lock is still the process's and extends its lease (one round trip, the
+// same that a release costs) and hands it, with the local lock, to the next local goroutine,
+// which starts work at once. After LocalHandoffs such handoffs in a row the remote lock is
+// released, so other processes get their turn; Options.LocalHandoffs < 0 disables handoffs.
+//
+// Entries live while a goroutine holds or waits for them, so the registry does not grow
+// with the number of names ever used.
+type Registry struct {
+	c       *Client
+	mu      sync.Mutex
+	entries map[string]*entry
+}
+
+// NewRegistry returns a Registry whose remote locks use c (its process id, subscription and
+// watchdogs).
+func NewRegistry(c *Client) *Registry {
+	return &Registry{c: c, entries: make(map[string]*entry)}
+}
+
+// Obtain returns the lock named name (remote key "lock:{name}:registry").
+func (r *Registry) Obtain(name string) *LocalRemoteLock {
+	key := hashTag(name, "registry")
+	return &LocalRemoteLock{r: r, name: name, key: key}
+}
+
+// LocalRemoteLock is a Registry's lock for one name; it is reentrant for the goroutine that
+// holds it (re-entry counts locally and does not touch Redis), and safe for concurrent use.
+type LocalRemoteLock struct {
+	r    *Registry
+	name string
+	key  string
+}
+
+// entry is the local state of one name.
+type entry struct {
+	name, key, channel string
+	refs               int // holders and waiters using the entry; guarded by Registry.mu
+
+	mu      sync.Mutex
+	locked  bool           // the local lock
+	waiters []*localWaiter // oldest first
+
+	holder atomic.Uint64 // goroutine id of the holder, 0 when none
+
+	// Owned by whichever goroutine holds the local lock.
+	count      int
+	remoteHeld bool          // the process holds the remote lock
+	extended   time.Duration // the lease the remote lock was last given
+	handoffs   int           // local handoffs since the remote lock was obtained
+	hold       *hold         // the remote lock's watchdog or lease timer
+}
+
+type localWaiter struct {
+	lease time.Duration // the lease argument of the waiting TryLock
+	ch    chan struct{} // capacity 1: the local lock was handed to this waiter
+}
+
+// Key returns the remote lock's Redis key.
+func (l *LocalRemoteLock) Key() string { return l.key }
+
+// TryLock takes the local lock, then (unless a local predecessor handed it over) the remote
+// lock, with the wait and lease semantics of ReentrantLock.TryLock: wait == 0 tries once,
+// wait > 0 waits up to wait in all, wait < 0 until ctx ends; lease > 0 is fixed, lease < 0
+// the watchdog. A remote lock handed over keeps being renewed by the new holder's lease.
+// TryLock reports false, nil when wait ran out; it returns ctx's error when ctx ended first.
+func (l *LocalRemoteLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	c := l.r.c
+	scriptLease, err := c.leaseFor(lease)
+	if err != nil {
+		return false, err
+	}
+	gid := GoroutineID()
+	e := l.r.ref(l.name, l.key)
+	if e.holder.Load() == gid {
+		e.count++
+		l.r.unref(e)
+		return true, nil
+	}
+	start := time.Now()
+	ok, err := e.lockLocal(ctx, c, wait, lease)
+	if err != nil || !ok {
+		l.r.unref(e)
+		return false, err
+	}
+	if e.remoteHeld && e.extended != scriptLease {
+		// Handed over with another waiter's lease (that one gave up): set ours.
+		if kept, err := c.extendRemote(ctx, e.key, scriptLease); err != nil || !kept {
+			e.dropRemote()
+		}
+	}
+	if !e.remoteHeld {
+		left := wait
+		if wait > 0 {
+			left = max(wait-time.Since(start), 0)
+		}
+		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, scriptLease)})
+		if err != nil || n == 0 {
+			e.passOn(context.WithoutCancel(ctx), c)
+			l.r.unref(e)
+			return false, err
+		}
+		e.remoteHeld, e.handoffs = true, 0
+	}
+	e.extended = scriptLease
+	e.startHold(c, lease, scriptLease)
+	e.count = 1
+	e.holder.Store(gid)
+	return true, nil
+}
+
+// Lock waits until the calling goroutine holds the lock, with the watchdog, or until ctx
+// ends (then it returns ctx's error).
+func (l *LocalRemoteLock) Lock(ctx context.Context) error {
+	_, err := l.TryLock(ctx, -1, -1)
+	return err
+}
+
+// Unlock releases one hold of the calling goroutine. At the last one it hands the lock to
+// the next local waiter or releases the remote lock, and in both cases checks that the remote
+// lock was still the process's: if it had expired, Unlock still releases the local lock and
+// returns ErrLockLost. It returns an error wrapping ErrNotHeld when the calling goroutine does
+// not hold the lock.
+func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
+	c := l.r.c
+	gid := GoroutineID()
+	e := l.r.lookup(l.name)
+	if e == nil || e.holder.Load() != gid {
+		return fmt.Errorf("unlock %s: you do not own this lock: %w", l.key, ErrNotHeld)
+	}
+	if e.count > 1 {
+		e.count--
+		return nil
+	}
+	e.count = 0
+	e.holder.Store(0)
+	var err error
+	if next, ok := e.nextLease(); ok && e.handoffs < c.opts.LocalHandoffs {
+		lease, _ := c.leaseFor(next)
+		kept, rerr := c.extendRemote(ctx, e.key, lease)
+		switch {
+		case rerr != nil:
+			err = rerr
+			e.dropRemote() // unknown: the next holder obtains again (its own value is accepted)
+		case !kept:
+			err = fmt.Errorf("unlock %s: %w", l.key, ErrLockLost)
+			e.dropRemote()
+		default:
+			e.handoffs++
+			e.extended = lease
+		}
+	} else {
+		err = e.releaseRemote(ctx, c)
+	}
+	e.passOn(context.WithoutCancel(ctx), c)
+	l.r.unref(e)
+	return err
+}
+
+// Lost returns a channel closed when the calling goroutine's hold of the remote lock is lost
+// (see ReentrantLock.Lost); it is already closed when the goroutine holds nothing.
+func (l *LocalRemoteLock) Lost() <-chan struct{} {
+	e := l.r.lookup(l.name)
+	if e == nil || e.holder.Load() != GoroutineID() || e.hold == nil {
+		return closedChan
+	}
+	return e.hold.lost
+}
+
+func (r *Registry) ref(name, key string) *entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.entries[name]
+	if e == nil {
+		e = &entry{name: name, key: key, channel: key + ":released"}
+		r.entries[name] = e
+	}
+	e.refs++
+	return e
+}
+
+func (r *Registry) unref(e *entry) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e.refs--
+	if e.refs == 0 {
+		delete(r.entries, e.name)
+	}
+}
+
+func (r *Registry) lookup(name string) *entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.entries[name]
+}
+
+// lockLocal takes the local lock, queueing up to wait (see TryLock) for it to be handed over.
+func (e *entry) lockLocal(ctx context.Context, c *Client, wait, lease time.Duration) (bool, error) {
+	e.mu.Lock()
+	if !e.locked {
+		e.locked = true
+		e.mu.Unlock()
+		return true, nil
+	}
+	if wait == 0 {
+		e.mu.Unlock()
+		return false, nil
+	}
+	w := &localWaiter{lease: lease, ch: make(chan struct{}, 1)}
+	e.waiters = append(e.waiters, w)
+	e.mu.Unlock()
+
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var cause error
+	select {
+	case <-w.ch:
+		return true, nil
+	case <-timeout:
+	case <-ctx.Done():
+		cause = ctx.Err()
+	}
+	e.mu.Lock()
+	for i, x := range e.waiters {
+		if x == w {
+			e.waiters = append(e.waiters[:i], e.waiters[i+1:]...)
+			e.mu.Unlock()
+			return false, cause
+		}
+	}
+	e.mu.Unlock()
+	// The lock was handed to us just as we gave up: it is ours, so pass it on.
+	<-w.ch
+	e.passOn(context.WithoutCancel(ctx), c)
+	return false, cause
+}
+
+// nextLease reports the lease of the oldest local waiter, if any.
+func (e *entry) nextLease() (time.Duration, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.waiters) == 0 {
+		return 0, false
+	}
+	return e.waiters[0].lease, true
+}
+
+// passOn gives the local lock (and the remote one, if held) to the oldest local waiter; with
+// none, it releases the remote lock and then the local one.
+func (e *entry) passOn(ctx context.Context, c *Client) {
+	for {
+		e.mu.Lock()
+		if len(e.waiters) > 0 {
+			w := e.waiters[0]
+			e.waiters = e.waiters[1:]
+			w.ch <- struct{}{}
+			e.mu.Unlock()
+			return
+		}
+		if !e.remoteHeld {
+			e.locked = false
+			e.mu.Unlock()
+			return
+		}
+		e.mu.Unlock()
+		_ = e.releaseRemote(ctx, c) // nobody holds it: a loss here harms no one
+	}
+}
+
+// releaseRemote deletes the remote lock if it is still the process's and publishes the
+// release. It returns an error wrapping ErrLockLost when it was not.
+func (e *entry) releaseRemote(ctx context.Context, c *Client) error {
+	e.dropRemote()
+	v, err := registryReleaseScript.Run(ctx, c.rdb, []string{e.key, e.channel}, c.opts.Process).Int64()
+	if err != nil {
+		return fmt.Errorf("unlock %s: %w", e.key, err)
+	}
+	if v == 0 {
+		return fmt.Errorf("unlock %s: %w", e.key, ErrLockLost)
+	}
+	return nil
+}
+
+// dropRemote forgets the remote lock and stops its watchdog or timer.
+func (e *entry) dropRemote() {
+	e.remoteHeld, e.handoffs = false, 0
+	if e.hold != nil {
+		e.hold.end()
+		e.hold = nil
+	}
+}
+
+// startHold replaces the remote lock's watchdog or lease timer with one for the new holder.
+func (e *entry) startHold(c *Client, lease, scriptLease time.Duration) {
+	if e.hold != nil {
+		e.hold.end()
+	}
+	e.hold = newHold()
+	if lease > 0 {
+		e.hold.leaseTimer(lease)
+		return
+	}
+	c.watch(e.hold, e.key, scriptLease, scriptLease/3, func(ctx context.Context, lease time.Duration) (bool, error) {
+		return c.extendRemote(ctx, e.key, lease)
+	})
+}
+
+// obtainRemote returns the attempt that runs registry_obtain.lua for key.
+func (c *Client) obtainRemote(key string, lease time.Duration) func(context.Context, tryMode) (int64, time.Duration, error) {
+	return func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
+		v, err := registryObtainScript.Run(ctx, c.rdb, []string{key}, c.opts.Process, lease.Milliseconds()).Int64()
+		if err != nil {
+			return 0, 0, fmt.Errorf("lock %s: %w", key, err)
+		}
+		n, ttl := countOrTTL(v)
+		return n, ttl, nil
+	}
+}
+
+// extendRemote resets the lease of key if the process still holds it.
+func (c *Client) extendRemote(ctx context.Context, key string, lease time.Duration) (bool, error) {
+	v, err := registryExtendScript.Run(ctx, c.rdb, []string{key}, c.opts.Process, lease.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("extend %s: %w", key, err)
+	}
+	return v == 1, nil
+}

@@ -1,0 +1,130 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// tryMode tells an attempt whether it may queue and whether the caller already has.
+type tryMode int
+
+const (
+	tryOnce     tryMode = iota // first attempt, and the caller will not wait
+	tryAndQueue                // first attempt of a caller that will wait
+	retryQueued                // a later attempt of a waiting caller
+)
+
+// contender describes how one caller competes for one lock: how to try, where releases are
+// announced, and how to leave.
+type contender struct {
+	channel string
+	// owner is the payload of a message that hands the lock straight to this caller (a
+	// FairLock handover); empty for locks whose messages only say "released".
+	owner string
+	// try attempts to take the lock. It returns the hold count (>= 1) on success, else how
+	// long the lock has left to live.
+	try func(ctx context.Context, mode tryMode) (int64, time.Duration, error)
+	// leave, when set, withdraws a caller that stops waiting. It returns a hold count >= 1
+	// when the lock had been handed to the caller meanwhile and the caller keeps it.
+	leave func(ctx context.Context, cause error) (int64, error)
+	// refresh, when positive, caps each sleep: the caller must try again that often to keep
+	// its place (FairLock's heartbeat).
+	refresh time.Duration
+}
+
+// acquire runs Redisson's tryLock(waitTime) loop: try; if that fails and wait allows, join
+// the lock's channel on the shared subscription and sleep until a release message, the
+// lock's remaining lease, the end of wait or the end of ctx, whichever comes first; try
+// again. wait == 0 tries once, wait < 0 waits as long as ctx allows. It returns the hold
+// count, or 0 when the lock was not taken; a wait running out is not an error.
+func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (int64, error) {
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	start := time.Now()
+	mode := tryOnce
+	if wait != 0 {
+		mode = tryAndQueue
+	}
+	n, ttl, err := k.try(ctx, mode)
+	if err != nil || n > 0 || wait == 0 {
+		return n, err
+	}
+	var deadline time.Time
+	if wait > 0 {
+		deadline = start.Add(wait)
+	}
+	stop := func(cause error) (int64, error) {
+		if k.leave == nil {
+			return 0, cause
+		}
+		n, err := k.leave(context.WithoutCancel(ctx), cause)
+		if err != nil {
+			return 0, errors.Join(cause, err)
+		}
+		if n > 0 {
+			return n, nil
+		}
+		return 0, cause
+	}
+
+	rctx := ctx
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	w, err := c.sub.register(rctx, k.channel, k.owner)
+	if err != nil {
+		if ctx.Err() == nil && rctx.Err() != nil {
+			err = nil // the wait ran out while subscribing
+		}
+		return stop(err)
+	}
+	defer c.sub.unregister(w)
+
+	for {
+		n, ttl, err = k.try(ctx, retryQueued)
+		if err != nil || n > 0 {
+			return n, err
+		}
+		sleep := ttl
+		if k.refresh > 0 && k.refresh < sleep {
+			sleep = k.refresh
+		}
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return stop(nil)
+			}
+			sleep = min(sleep, left)
+		}
+		timer := time.NewTimer(sleep)
+		select {
+		case p := <-w.wake:
+			timer.Stop()
+			c.stats.wakesByPublish.Add(1)
+			if k.owner != "" && p == k.owner {
+				return 1, nil // handed over: the release made us the holder
+			}
+		case <-timer.C:
+			c.stats.wakesByTimer.Add(1)
+		case <-ctx.Done():
+			timer.Stop()
+			return stop(ctx.Err())
+		case <-c.sub.done:
+			timer.Stop()
+			return stop(ErrClosed)
+		}
+	}
+}
+
+// countOrTTL decodes a lock script's answer: a hold count (>= 1) when the lock is taken, else
+// minus the lock's remaining time to live in milliseconds.
+func countOrTTL(v int64) (int64, time.Duration) {
+	if v > 0 {
+		return v, 0
+	}
+	return 0, time.Duration(-v) * time.Millisecond
+}

@@ -1,0 +1,151 @@
+package lock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// renewFunc resets a held lock's lease. It reports false when the lock is no longer held.
+type renewFunc func(ctx context.Context, lease time.Duration) (bool, error)
+
+// hold is this process's record of one lock it holds (one key and owner): the channel that
+// tells the holder the lock is lost, and the watchdog or lease timer behind it.
+type hold struct {
+	lost     chan struct{}
+	lostOnce sync.Once
+	stopOnce sync.Once
+	stop     chan struct{} // closed at the final unlock: the watchdog exits quietly
+	timer    *time.Timer   // fixed lease: fires when the lease has run out
+}
+
+func newHold() *hold {
+	return &hold{lost: make(chan struct{}), stop: make(chan struct{})}
+}
+
+func (h *hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
+
+func (h *hold) end() {
+	h.stopOnce.Do(func() { close(h.stop) })
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+}
+
+// holds maps key+owner to the hold of a lock this process holds.
+type holds struct {
+	mu sync.Mutex
+	m  map[string]*hold
+}
+
+func holdKey(key, owner string) string { return key + "\x00" + owner }
+
+// closedChan is what Lost returns to a goroutine that holds nothing.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// lost returns the lost channel of the hold, or a closed channel when there is none.
+func (hs *holds) lost(key, owner string) <-chan struct{} {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if h := hs.m[holdKey(key, owner)]; h != nil {
+		return h.lost
+	}
+	return closedChan
+}
+
+// begin records a first hold of key by owner (a fresh acquisition), replacing a stale record
+// left by a hold that expired without an unlock. It returns the new hold.
+func (hs *holds) begin(key, owner string) *hold {
+	h := newHold()
+	hs.mu.Lock()
+	old := hs.m[holdKey(key, owner)]
+	hs.m[holdKey(key, owner)] = h
+	hs.mu.Unlock()
+	if old != nil {
+		old.markLost()
+		old.end()
+	}
+	return h
+}
+
+// get returns the current hold of key by owner, or nil.
+func (hs *holds) get(key, owner string) *hold {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.m[holdKey(key, owner)]
+}
+
+// finish removes the hold of key by owner and stops its watchdog; lost marks it lost first.
+func (hs *holds) finish(key, owner string, lost bool) {
+	hs.mu.Lock()
+	h := hs.m[holdKey(key, owner)]
+	delete(hs.m, holdKey(key, owner))
+	hs.mu.Unlock()
+	if h == nil {
+		return
+	}
+	if lost {
+		h.markLost()
+	}
+	h.end()
+}
+
+// leaseTimer reports h lost when a fixed lease runs out, or resets a running timer (a
+// re-entry sets the lease again).
+func (h *hold) leaseTimer(lease time.Duration) {
+	if h.timer != nil {
+		h.timer.Reset(lease)
+		return
+	}
+	h.timer = time.AfterFunc(lease, h.markLost)
+}
+
+// watch starts h's watchdog: every lease/3 it renews the lock with renew until h ends. It
+// marks h lost, and stops, when renew finds the lock gone, when renewals have failed for a
+// whole lease (the lease has surely run out), when MaxHold has passed since the hold began
+// (the lock then expires within one lease), or when the Client closes. first is the delay to
+// the first renewal: zero when the lock was handed over with a shorter lease than it needs.
+func (c *Client) watch(h *hold, key string, lease, first time.Duration, renew renewFunc) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		interval := lease / 3
+		lastOK := time.Now()
+		var maxHold <-chan time.Time
+		if c.opts.MaxHold > 0 {
+			t := time.NewTimer(c.opts.MaxHold)
+			defer t.Stop()
+			maxHold = t.C
+		}
+		tick := time.NewTimer(first)
+		defer tick.Stop()
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-c.ctx.Done():
+				h.markLost()
+				return
+			case <-maxHold:
+				h.markLost()
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(c.ctx, interval)
+			ok, err := renew(ctx, lease)
+			cancel()
+			if c.hooks.renewed != nil {
+				c.hooks.renewed(key, ok && err == nil)
+			}
+			switch {
+			case err == nil && ok:
+				c.stats.renewals.Add(1)
+				lastOK = time.Now()
+			case err == nil || time.Since(lastOK) >= lease:
+				h.markLost()
+				return
+			}
+			tick.Reset(interval)
+		}
+	}()
+}

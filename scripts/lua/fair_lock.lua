@@ -1,0 +1,69 @@
+-- fair_lock.lua: take, re-enter or queue for a FairLock (first come, first served across
+-- processes). The lock itself is a hash like a ReentrantLock's; waiters queue in a list, and a
+-- sorted set holds the time by which each waiter must have refreshed its place, so that a
+-- waiter that died is dropped instead of blocking the queue.
+-- KEYS[1]  the lock hash ("lock:{" .. name .. "}:fair")
+-- KEYS[2]  the waiters' queue (list of owners, oldest first)
+-- KEYS[3]  the waiters' deadlines (sorted set: owner -> server time in ms)
+-- KEYS[4]  the waiters' leases (hash: owner -> lease in ms to grant with)
+-- KEYS[5]  the lock's channel: a release publishes the owner it was handed to
+-- ARGV[1]  owner (process id .. "-" .. goroutine id)
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  lease to grant with if the lock is handed over while queued
+-- ARGV[4]  waiter timeout in ms: queue (or refresh the caller's place) for this long; 0 = try
+--          once and do not queue
+-- ARGV[5]  '1' when the caller is already queued: if it holds the lock it was handed over to
+--          it (its message may have been lost), so do not count it as re-entry
+-- Returns the hold count (>= 1) when the caller holds the lock, else minus the lock's
+-- remaining time to live in ms (<= -1).
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
+  redis.call('LREM', KEYS[2], 0, w)
+  redis.call('ZREM', KEYS[3], w)
+  redis.call('HDEL', KEYS[4], w)
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  if ARGV[5] == '1' then
+    return 1
+  end
+  local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return n
+end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local head = redis.call('LINDEX', KEYS[2], 0)
+  if (not head) or head == ARGV[1] then
+    if head then
+      redis.call('LPOP', KEYS[2])
+      redis.call('ZREM', KEYS[3], head)
+      redis.call('HDEL', KEYS[4], head)
+    end
+    redis.call('HSET', KEYS[1], ARGV[1], 1)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return 1
+  end
+  -- Free, but a live waiter is first (the holder expired, or a message was lost): hand it over.
+  redis.call('LPOP', KEYS[2])
+  redis.call('ZREM', KEYS[3], head)
+  local lease = redis.call('HGET', KEYS[4], head) or ARGV[2]
+  redis.call('HDEL', KEYS[4], head)
+  redis.call('HSET', KEYS[1], head, 1)
+  redis.call('PEXPIRE', KEYS[1], lease)
+  redis.call('PUBLISH', KEYS[5], head)
+end
+if tonumber(ARGV[4]) > 0 then
+  if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+    redis.call('RPUSH', KEYS[2], ARGV[1])
+  end
+  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[1])
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[3])
+  -- Every refresh pushes the queue's expiry past the latest deadline, so a queue whose
+  -- waiters all died disappears on its own.
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 1 then ttl = 1 end
+return -ttl

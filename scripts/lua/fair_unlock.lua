@@ -1,0 +1,33 @@
+-- fair_unlock.lua: release one hold of a FairLock; at the last hold hand the lock straight to
+-- the first live waiter, so that it need not ask again.
+-- KEYS[1..5]  as in fair_lock.lua: hash, queue, deadlines, leases, channel
+-- ARGV[1]     owner (process id .. "-" .. goroutine id)
+-- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
+-- when it was released. On release the first waiter whose deadline has not passed becomes
+-- the holder (hold count 1, its own lease) and its owner is published on KEYS[5].
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return -1
+end
+local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+if n > 0 then
+  return n
+end
+redis.call('DEL', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+while true do
+  local head = redis.call('LPOP', KEYS[2])
+  if not head then
+    return 0
+  end
+  local deadline = redis.call('ZSCORE', KEYS[3], head)
+  local lease = redis.call('HGET', KEYS[4], head)
+  redis.call('ZREM', KEYS[3], head)
+  redis.call('HDEL', KEYS[4], head)
+  if deadline and lease and tonumber(deadline) >= now then
+    redis.call('HSET', KEYS[1], head, 1)
+    redis.call('PEXPIRE', KEYS[1], lease)
+    redis.call('PUBLISH', KEYS[5], head)
+    return 0
+  end
+end

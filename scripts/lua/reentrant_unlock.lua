@@ -1,0 +1,18 @@
+-- reentrant_unlock.lua: release one hold of a ReentrantLock.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the lock's release channel
+-- ARGV[1]  owner (process id .. "-" .. goroutine id)
+-- Returns -1 when the caller does not hold the lock (expired, or never taken: Java's
+-- IllegalMonitorStateException), the remaining hold count (>= 1) after one release, or 0 when
+-- that was the last hold: the hash is deleted and an empty message on KEYS[2] wakes a waiter
+-- in every subscribed process.
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+  return -1
+end
+local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+if n > 0 then
+  return n
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[2], '')
+return 0
