@@ -35,13 +35,18 @@ var kinds = []kind{
 	{"localremote", func(p proc, name string) waitLock { return p.r.Obtain(name) }},
 }
 
-// forEach runs f for every lock kind on every Redis server under test.
+// forEach runs f, in parallel, for every lock kind on every Redis server under test. Each
+// run gets its own embedded server, so that one run's FastForward cannot age another's locks.
 func forEach(t *testing.T, f func(t *testing.T, srv testenv.Redis, k kind)) {
 	for _, srv := range testenv.RedisServers(t) {
 		for _, k := range kinds {
 			t.Run(srv.Name+"/"+k.name, func(t *testing.T) {
 				t.Parallel()
-				f(t, srv, k)
+				s := srv
+				if s.Mini != nil {
+					s = testenv.EmbeddedRedis(t)
+				}
+				f(t, s, k)
 			})
 		}
 	}

@@ -101,6 +101,9 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 			sleep = min(sleep, left)
 		}
 		timer := time.NewTimer(sleep)
+		if c.hooks.waiting != nil {
+			c.hooks.waiting(k.channel)
+		}
 		select {
 		case p := <-w.wake:
 			timer.Stop()

@@ -1,0 +1,224 @@
+package lock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+func TestWaiterWokenByPublish(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
+		name := testenv.Unique("wake-")
+		la, lb := k.make(a, name), k.make(b, name)
+		// A long lease: a waiter woken by its lease timer would wait 30 s.
+		ok, err := la.TryLock(ctx, 0, 30*time.Second)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		type result struct {
+			ok     bool
+			err    error
+			waited time.Duration
+		}
+		done := make(chan result)
+		sleeping := make(chan struct{}, 10)
+		b.c.hooks.waiting = func(string) { sleeping <- struct{}{} }
+		var released atomic.Int64 // UnixNano of the release
+		go func() {
+			ok, err := lb.TryLock(ctx, 20*time.Second, 30*time.Second)
+			waited := time.Since(time.Unix(0, released.Load()))
+			if ok {
+				err = lb.Unlock(ctx)
+			}
+			done <- result{ok, err, waited}
+		}()
+		<-sleeping // subscribed, tried again, and about to sleep
+		released.Store(time.Now().UnixNano())
+		require.NoError(t, la.Unlock(ctx))
+		r := <-done
+		require.NoError(t, r.err)
+		require.True(t, r.ok, "waiter did not get the lock")
+		st := b.c.Stats()
+		assert.Equal(t, uint64(1), st.WakesByPublish, "wake-ups by publish: got %d, want 1", st.WakesByPublish)
+		assert.Zero(t, st.WakesByTimer, "wake-ups by timer")
+		t.Logf("woken and acquired %v after the release was sent", r.waited)
+	})
+}
+
+func TestFairLockServesInQueueOrder(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := testCtx(t)
+			procs := []proc{newProc(t, srv, Options{}), newProc(t, srv, Options{}), newProc(t, srv, Options{})}
+			name := testenv.Unique("fifo-")
+			holder := procs[0].c.FairLock(name)
+			ok, err := holder.TryLock(ctx, 0, 30*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok)
+
+			const waiters = 8
+			var mu sync.Mutex
+			var order []int
+			var wg sync.WaitGroup
+			for i := range waiters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					l := procs[1+i%2].c.FairLock(name) // two other processes, interleaved
+					ok, err := l.TryLock(ctx, 15*time.Second, 30*time.Second)
+					if !assert.NoError(t, err) || !assert.True(t, ok, "waiter %d", i) {
+						return
+					}
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					assert.NoError(t, l.Unlock(ctx))
+				}()
+				// Queue the waiters one after another.
+				eventually(t, fmt.Sprintf("waiter %d to queue", i), func() bool {
+					return srv.Client.LLen(ctx, holder.keys[1]).Val() == int64(i+1)
+				})
+			}
+			require.NoError(t, holder.Unlock(ctx))
+			wg.Wait()
+			want := make([]int, waiters)
+			for i := range want {
+				want[i] = i
+			}
+			assert.Equal(t, want, order, "order served: got %v, want %v", order, want)
+		})
+	}
+}
+
+func TestFairLockSkipsADeadWaiter(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := testCtx(t)
+			a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
+			name := testenv.Unique("deadwaiter-")
+			holder := a.c.FairLock(name)
+			ok, err := holder.TryLock(ctx, 0, 30*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok)
+
+			// A waiter of a process that then died: queued once with a 200 ms timeout, never
+			// refreshed, never withdrawn.
+			const deadOwner = "deadprocess-1"
+			_, err = fairLockScript.Run(ctx, srv.Client, holder.keys, deadOwner, 30000, 30000, 200, "0").Int64()
+			require.NoError(t, err)
+			live := b.c.FairLock(name)
+			done := make(chan error)
+			go func() {
+				ok, err := live.TryLock(ctx, 15*time.Second, 30*time.Second)
+				if err == nil && !ok {
+					err = fmt.Errorf("live waiter did not get the lock")
+				}
+				if err == nil {
+					err = live.Unlock(ctx)
+				}
+				done <- err
+			}()
+			eventually(t, "the live waiter to queue behind the dead one", func() bool {
+				q := srv.Client.LRange(ctx, holder.keys[1], 0, -1).Val()
+				return len(q) == 2 && q[0] == deadOwner
+			})
+			eventually(t, "the dead waiter's deadline to pass", func() bool {
+				deadline := srv.Client.ZScore(ctx, holder.keys[2], deadOwner).Val()
+				now := srv.Client.Time(ctx).Val()
+				return float64(now.UnixMilli()) > deadline
+			})
+			require.NoError(t, holder.Unlock(ctx))
+			require.NoError(t, <-done)
+			assert.Zero(t, srv.Client.Exists(ctx, holder.keys[1], holder.keys[2], holder.keys[3]).Val(), "queue keys left behind")
+		})
+	}
+}
+
+func TestLocalWaitersQueueWithoutRedis(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := testCtx(t)
+			p := newProc(t, srv, Options{})
+			l := p.r.Obtain(testenv.Unique("local-"))
+			ok, err := l.TryLock(ctx, 0, 10*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok)
+
+			const waiters = 10
+			got := make(chan struct{}, waiters)
+			var wg sync.WaitGroup
+			for range waiters {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ok, err := l.TryLock(ctx, 10*time.Second, 10*time.Second)
+					if assert.NoError(t, err) && assert.True(t, ok) {
+						got <- struct{}{}
+						assert.NoError(t, l.Unlock(ctx))
+					}
+				}()
+			}
+			e := p.r.lookup(l.name)
+			eventually(t, "the local waiters to queue", func() bool {
+				e.mu.Lock()
+				defer e.mu.Unlock()
+				return len(e.waiters) == waiters
+			})
+			require.NoError(t, l.Unlock(ctx))
+			wg.Wait()
+			assert.Len(t, got, waiters)
+			assert.Zero(t, p.c.Stats().Subscribes, "local waiters subscribed to Redis")
+			assert.Nil(t, p.r.lookup(l.name), "registry entry left behind")
+			assert.Zero(t, srv.Client.Exists(ctx, l.Key()).Val(), "remote lock left behind")
+		})
+	}
+}
+
+func TestNoSubscriptionLeft(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
+		name := testenv.Unique("leak-")
+		la, lb := k.make(a, name), k.make(b, name)
+		ok, err := la.TryLock(ctx, 0, 30*time.Second)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		// Waiters that give up (wait runs out, context cancelled) and one that gets the lock.
+		ok, err = lb.TryLock(ctx, 20*time.Millisecond, time.Second)
+		require.NoError(t, err)
+		require.False(t, ok)
+		cctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error)
+		go func() { _, err := lb.TryLock(cctx, 10*time.Second, time.Second); errc <- err }()
+		eventually(t, "the waiter to subscribe", func() bool { return numSub(t, srv, channelOf(lb)) == 1 })
+		cancel()
+		assert.ErrorIs(t, <-errc, context.Canceled)
+		go func() {
+			ok, err := lb.TryLock(ctx, 10*time.Second, time.Second)
+			if err == nil && ok {
+				err = lb.Unlock(ctx)
+			}
+			errc <- err
+		}()
+		eventually(t, "the waiter to subscribe", func() bool { return numSub(t, srv, channelOf(lb)) == 1 })
+		require.NoError(t, la.Unlock(ctx))
+		require.NoError(t, <-errc)
+
+		eventually(t, "the channel to be unsubscribed", func() bool { return numSub(t, srv, channelOf(lb)) == 0 })
+		b.c.sub.mu.Lock()
+		left := len(b.c.sub.chans)
+		b.c.sub.mu.Unlock()
+		assert.Zero(t, left, "channel states left in the subscriber")
+	})
+}

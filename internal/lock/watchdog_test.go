@@ -1,0 +1,163 @@
+package lock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// renewals returns a channel receiving every watchdog renewal result of p.
+func renewals(p proc) <-chan bool {
+	ch := make(chan bool, 100)
+	p.c.hooks.renewed = func(_ string, ok bool) {
+		select {
+		case ch <- ok:
+		default:
+		}
+	}
+	return ch
+}
+
+func TestWatchdogKeepsALongHolder(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		const lease = 600 * time.Millisecond
+		a := newProc(t, srv, Options{WatchdogLease: lease})
+		b := newProc(t, srv, Options{})
+		renewed := renewals(a)
+		name := testenv.Unique("keep-")
+		la := k.make(a, name)
+		ok, err := la.TryLock(ctx, 0, -1)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		// Work for three leases. The embedded server's clock stands still, so after each
+		// renewal the test moves it on by two thirds of a lease; the real one ages by itself.
+		for i := range 9 {
+			select {
+			case ok := <-renewed:
+				require.True(t, ok, "renewal %d failed", i+1)
+			case <-time.After(5 * time.Second):
+				t.Fatalf("no renewal %d", i+1)
+			}
+			if srv.Mini != nil {
+				srv.Mini.FastForward(2 * lease / 3)
+			}
+		}
+		ok, err = k.make(b, name).TryLock(ctx, 0, time.Second)
+		require.NoError(t, err)
+		assert.False(t, ok, "another process took the lock from a renewed holder")
+		select {
+		case <-la.(interface{ Lost() <-chan struct{} }).Lost():
+			t.Fatal("hold reported lost while renewed")
+		default:
+		}
+		require.NoError(t, la.Unlock(ctx))
+	})
+}
+
+func TestWatchdogStoppedLosesWithinOneLease(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		const lease = 300 * time.Millisecond
+		a := newProc(t, srv, Options{WatchdogLease: lease})
+		b := newProc(t, srv, Options{})
+		name := testenv.Unique("die-")
+		la := k.make(a, name)
+		ok, err := la.TryLock(ctx, 0, -1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		key := la.(interface{ Key() string }).Key()
+		lost := la.(interface{ Lost() <-chan struct{} }).Lost()
+
+		require.NoError(t, a.c.Close()) // the process dies: no more renewals, no unlock
+		select {
+		case <-lost:
+		default:
+			t.Fatal("Close did not report the hold lost")
+		}
+		ttl, err := srv.Client.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		require.LessOrEqual(t, ttl, lease, "remaining lease after death: got %v, want <= %v", ttl, lease)
+
+		lb := k.make(b, name)
+		if srv.Mini != nil {
+			srv.Mini.FastForward(lease)
+			ok, err = lb.TryLock(ctx, 0, time.Second)
+		} else {
+			// Nobody publishes a release: the waiter sleeps for the PTTL it was told.
+			ok, err = lb.TryLock(ctx, lease+2*time.Second, time.Second)
+			assert.Positive(t, b.c.Stats().WakesByTimer, "woken by the lease running out")
+		}
+		require.NoError(t, err)
+		assert.True(t, ok, "lock not free one lease after its holder died")
+		require.NoError(t, lb.Unlock(ctx))
+	})
+}
+
+func TestWatchdogReportsALockGone(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		a := newProc(t, srv, Options{WatchdogLease: 300 * time.Millisecond})
+		la := k.make(a, testenv.Unique("gone-"))
+		ok, err := la.TryLock(ctx, 0, -1)
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		require.NoError(t, srv.Client.Del(ctx, la.(interface{ Key() string }).Key()).Err())
+		select {
+		case <-la.(interface{ Lost() <-chan struct{} }).Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatal("deleted lock not reported lost")
+		}
+		assert.ErrorIs(t, la.Unlock(ctx), ErrNotHeld)
+	})
+}
+
+func TestWatchdogMaxHold(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		a := newProc(t, srv, Options{WatchdogLease: 300 * time.Millisecond, MaxHold: 200 * time.Millisecond})
+		la := k.make(a, testenv.Unique("maxhold-"))
+		ok, err := la.TryLock(ctx, 0, -1)
+		require.NoError(t, err)
+		require.True(t, ok)
+		select {
+		case <-la.(interface{ Lost() <-chan struct{} }).Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatal("hold past MaxHold not reported lost")
+		}
+		_ = la.Unlock(ctx) // may or may not have expired yet
+	})
+}
+
+func TestFixedLeaseRunsOut(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		a := newProc(t, srv, Options{})
+		la := k.make(a, testenv.Unique("fixed-"))
+		ok, err := la.TryLock(ctx, 0, 100*time.Millisecond)
+		require.NoError(t, err)
+		require.True(t, ok)
+		key := la.(interface{ Key() string }).Key()
+		if srv.Mini != nil {
+			srv.Mini.FastForward(100 * time.Millisecond)
+		} else {
+			eventually(t, "the lease to run out", func() bool { return srv.Client.Exists(ctx, key).Val() == 0 })
+		}
+		err = la.Unlock(ctx)
+		assert.ErrorIs(t, err, ErrNotHeld, "unlock after the lease ran out")
+		if k.name == "localremote" {
+			assert.ErrorIs(t, err, ErrLockLost, "integrity error")
+		}
+		// The local state is clean: the same goroutine can take the lock again.
+		ok, err = la.TryLock(ctx, 0, time.Second)
+		require.NoError(t, err)
+		assert.True(t, ok)
+		require.NoError(t, la.Unlock(ctx))
+	})
+}
