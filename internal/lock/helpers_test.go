@@ -84,3 +84,11 @@ func channelOf(l waitLock) string {
 	}
 	panic("unknown lock")
 }
+
+// take makes l's first hold for the calling goroutine, failing t if it cannot.
+func take(t *testing.T, l waitLock, lease time.Duration) {
+	t.Helper()
+	ok, err := l.TryLock(context.Background(), 0, lease)
+	require.NoError(t, err)
+	require.True(t, ok, "lock not free")
+}

@@ -51,9 +51,7 @@ func TestOnlyTheOwnerUnlocks(t *testing.T) {
 		a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
 		name := testenv.Unique("owner-")
 		la := k.make(a, name)
-		ok, err := la.TryLock(ctx, 0, 10*time.Second)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, 10*time.Second)
 
 		tests := []struct {
 			name   string
@@ -72,7 +70,7 @@ func TestOnlyTheOwnerUnlocks(t *testing.T) {
 			assert.ErrorIs(t, err, ErrNotHeld, "%s: got %v, want ErrNotHeld", tt.name, err)
 		}
 		// The holder still holds it.
-		ok, err = k.make(b, name).TryLock(ctx, 0, time.Second)
+		ok, err := k.make(b, name).TryLock(ctx, 0, time.Second)
 		require.NoError(t, err)
 		assert.False(t, ok, "lock free after foreign unlocks")
 		require.NoError(t, la.Unlock(ctx))
@@ -95,11 +93,9 @@ func TestWaitRunsOut(t *testing.T) {
 		a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
 		name := testenv.Unique("waitout-")
 		la := k.make(a, name)
-		ok, err := la.TryLock(ctx, 0, 10*time.Second)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, 10*time.Second)
 
-		ok, err = k.make(b, name).TryLock(ctx, 50*time.Millisecond, 10*time.Second)
+		ok, err := k.make(b, name).TryLock(ctx, 50*time.Millisecond, 10*time.Second)
 		require.NoError(t, err, "a wait running out is not an error")
 		assert.False(t, ok)
 

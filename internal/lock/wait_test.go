@@ -21,9 +21,7 @@ func TestWaiterWokenByPublish(t *testing.T) {
 		name := testenv.Unique("wake-")
 		la, lb := k.make(a, name), k.make(b, name)
 		// A long lease: a waiter woken by its lease timer would wait 30 s.
-		ok, err := la.TryLock(ctx, 0, 30*time.Second)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, 30*time.Second)
 
 		type result struct {
 			ok     bool
@@ -62,9 +60,7 @@ func TestFairLockServesInQueueOrder(t *testing.T) {
 			procs := []proc{newProc(t, srv, Options{}), newProc(t, srv, Options{}), newProc(t, srv, Options{})}
 			name := testenv.Unique("fifo-")
 			holder := procs[0].c.FairLock(name)
-			ok, err := holder.TryLock(ctx, 0, 30*time.Second)
-			require.NoError(t, err)
-			require.True(t, ok)
+			take(t, holder, 30*time.Second)
 
 			const waiters = 8
 			var mu sync.Mutex
@@ -107,14 +103,12 @@ func TestFairLockSkipsADeadWaiter(t *testing.T) {
 			a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
 			name := testenv.Unique("deadwaiter-")
 			holder := a.c.FairLock(name)
-			ok, err := holder.TryLock(ctx, 0, 30*time.Second)
-			require.NoError(t, err)
-			require.True(t, ok)
+			take(t, holder, 30*time.Second)
 
 			// A waiter of a process that then died: queued once with a 200 ms timeout, never
 			// refreshed, never withdrawn.
 			const deadOwner = "deadprocess-1"
-			_, err = fairLockScript.Run(ctx, srv.Client, holder.keys, deadOwner, 30000, 30000, 200, "0").Int64()
+			_, err := fairLockScript.Run(ctx, srv.Client, holder.keys, deadOwner, 30000, 30000, 200, "0").Int64()
 			require.NoError(t, err)
 			live := b.c.FairLock(name)
 			done := make(chan error)
@@ -150,9 +144,7 @@ func TestLocalWaitersQueueWithoutRedis(t *testing.T) {
 			ctx := testCtx(t)
 			p := newProc(t, srv, Options{})
 			l := p.r.Obtain(testenv.Unique("local-"))
-			ok, err := l.TryLock(ctx, 0, 10*time.Second)
-			require.NoError(t, err)
-			require.True(t, ok)
+			take(t, l, 10*time.Second)
 
 			const waiters = 10
 			got := make(chan struct{}, waiters)
@@ -190,12 +182,10 @@ func TestNoSubscriptionLeft(t *testing.T) {
 		a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
 		name := testenv.Unique("leak-")
 		la, lb := k.make(a, name), k.make(b, name)
-		ok, err := la.TryLock(ctx, 0, 30*time.Second)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, 30*time.Second)
 
 		// Waiters that give up (wait runs out, context cancelled) and one that gets the lock.
-		ok, err = lb.TryLock(ctx, 20*time.Millisecond, time.Second)
+		ok, err := lb.TryLock(ctx, 20*time.Millisecond, time.Second)
 		require.NoError(t, err)
 		require.False(t, ok)
 		cctx, cancel := context.WithCancel(ctx)

@@ -31,9 +31,7 @@ func TestWatchdogKeepsALongHolder(t *testing.T) {
 		renewed := renewals(a)
 		name := testenv.Unique("keep-")
 		la := k.make(a, name)
-		ok, err := la.TryLock(ctx, 0, -1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, -1)
 
 		// Work for three leases. The embedded server's clock stands still, so after each
 		// renewal the test moves it on by two thirds of a lease; the real one ages by itself.
@@ -48,7 +46,7 @@ func TestWatchdogKeepsALongHolder(t *testing.T) {
 				srv.Mini.FastForward(2 * lease / 3)
 			}
 		}
-		ok, err = k.make(b, name).TryLock(ctx, 0, time.Second)
+		ok, err := k.make(b, name).TryLock(ctx, 0, time.Second)
 		require.NoError(t, err)
 		assert.False(t, ok, "another process took the lock from a renewed holder")
 		select {
@@ -68,9 +66,7 @@ func TestWatchdogStoppedLosesWithinOneLease(t *testing.T) {
 		b := newProc(t, srv, Options{})
 		name := testenv.Unique("die-")
 		la := k.make(a, name)
-		ok, err := la.TryLock(ctx, 0, -1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, -1)
 		key := la.(interface{ Key() string }).Key()
 		lost := la.(interface{ Lost() <-chan struct{} }).Lost()
 
@@ -85,6 +81,7 @@ func TestWatchdogStoppedLosesWithinOneLease(t *testing.T) {
 		require.LessOrEqual(t, ttl, lease, "remaining lease after death: got %v, want <= %v", ttl, lease)
 
 		lb := k.make(b, name)
+		var ok bool
 		if srv.Mini != nil {
 			srv.Mini.FastForward(lease)
 			ok, err = lb.TryLock(ctx, 0, time.Second)
@@ -104,9 +101,7 @@ func TestWatchdogReportsALockGone(t *testing.T) {
 		ctx := testCtx(t)
 		a := newProc(t, srv, Options{WatchdogLease: 300 * time.Millisecond})
 		la := k.make(a, testenv.Unique("gone-"))
-		ok, err := la.TryLock(ctx, 0, -1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, -1)
 
 		require.NoError(t, srv.Client.Del(ctx, la.(interface{ Key() string }).Key()).Err())
 		select {
@@ -123,9 +118,7 @@ func TestWatchdogMaxHold(t *testing.T) {
 		ctx := testCtx(t)
 		a := newProc(t, srv, Options{WatchdogLease: 300 * time.Millisecond, MaxHold: 200 * time.Millisecond})
 		la := k.make(a, testenv.Unique("maxhold-"))
-		ok, err := la.TryLock(ctx, 0, -1)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, -1)
 		select {
 		case <-la.(interface{ Lost() <-chan struct{} }).Lost():
 		case <-time.After(5 * time.Second):
@@ -140,22 +133,20 @@ func TestFixedLeaseRunsOut(t *testing.T) {
 		ctx := testCtx(t)
 		a := newProc(t, srv, Options{})
 		la := k.make(a, testenv.Unique("fixed-"))
-		ok, err := la.TryLock(ctx, 0, 100*time.Millisecond)
-		require.NoError(t, err)
-		require.True(t, ok)
+		take(t, la, 100*time.Millisecond)
 		key := la.(interface{ Key() string }).Key()
 		if srv.Mini != nil {
 			srv.Mini.FastForward(100 * time.Millisecond)
 		} else {
 			eventually(t, "the lease to run out", func() bool { return srv.Client.Exists(ctx, key).Val() == 0 })
 		}
-		err = la.Unlock(ctx)
+		err := la.Unlock(ctx)
 		assert.ErrorIs(t, err, ErrNotHeld, "unlock after the lease ran out")
 		if k.name == "localremote" {
 			assert.ErrorIs(t, err, ErrLockLost, "integrity error")
 		}
 		// The local state is clean: the same goroutine can take the lock again.
-		ok, err = la.TryLock(ctx, 0, time.Second)
+		ok, err := la.TryLock(ctx, 0, time.Second)
 		require.NoError(t, err)
 		assert.True(t, ok)
 		require.NoError(t, la.Unlock(ctx))
