@@ -119,12 +119,12 @@ type Stats struct {
 	WakesByTimer uint64
 	// Renewals counts successful watchdog renewals.
 	Renewals uint64
-	// Subscribes counts SUBSCRIBE commands sent on the shared connection.
-	Subscribes uint64
+	// Subscribes and Unsubscribes count the commands sent on the shared connection.
+	Subscribes, Unsubscribes uint64
 }
 
 type stats struct {
-	wakesByPublish, wakesByTimer, renewals, subscribes atomic.Uint64
+	wakesByPublish, wakesByTimer, renewals, subscribes, unsubscribes atomic.Uint64
 }
 
 // Stats returns the counters so far.
@@ -134,6 +134,7 @@ func (c *Client) Stats() Stats {
 		WakesByTimer:   c.stats.wakesByTimer.Load(),
 		Renewals:       c.stats.renewals.Load(),
 		Subscribes:     c.stats.subscribes.Load(),
+		Unsubscribes:   c.stats.unsubscribes.Load(),
 	}
 }
 

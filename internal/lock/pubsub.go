@@ -133,6 +133,7 @@ func (s *subscriber) removeLocked(w *waiter) {
 		return
 	}
 	if !s.closed {
+		s.stats.unsubscribes.Add(1)
 		// A failed UNSUBSCRIBE leaves a channel subscribed: harmless, its messages find no
 		// waiter, and the connection's reconnect drops it.
 		_ = s.ps.Unsubscribe(context.Background(), w.channel)

@@ -1,0 +1,17 @@
+module github.com/seckill/seckill/loadtest/lockbench
+
+go 1.26.8
+
+replace github.com/seckill/seckill => ../..
+
+require github.com/seckill/seckill v0.0.0-00010101000000-000000000000
+
+require (
+	github.com/bsm/redislock v0.9.4 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-redsync/redsync/v4 v4.18.1 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+)

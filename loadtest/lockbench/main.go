@@ -1,0 +1,158 @@
+// Command lockbench measures the project's Redis locks against bsm/redislock and
+// go-redsync/redsync in one run against one Redis, and prints a markdown table.
+//
+// It is its own module so that the peers stay out of the service's go.mod. It imports
+// github.com/seckill/seckill/internal/lock: Go's internal rule is about import paths, and
+// this module's path lies under github.com/seckill/seckill, so the import is allowed.
+//
+//	cd loadtest/lockbench && go run . -addr 127.0.0.1:6379 -duration 3s
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := runBench(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		os.Exit(1)
+	}
+}
+
+func runBench(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:6379", "Redis address")
+	duration := fs.Duration("duration", 3*time.Second, "length of each measured scenario")
+	critical := fs.Duration("critical", 200*time.Microsecond, "critical section of the contended scenario")
+	contenders := fs.Int("contenders", 16, "goroutines contending for one key")
+	only := fs.String("only", "", "run only the contestants whose name contains this")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	b := bench{addr: *addr, duration: *duration, critical: *critical, contenders: *contenders,
+		prefix: "lockbench:" + hex.EncodeToString(rnd[:]) + ":"}
+
+	rtt, err := roundTrip(ctx, b.addr)
+	if err != nil {
+		return fmt.Errorf("redis at %s: %w", b.addr, err)
+	}
+	cs := criticalSection(b.critical)
+	limit := 1 / (cs + rtt).Seconds()
+	fmt.Fprintf(out, "lockbench %s · Redis %s at %s · GOMAXPROCS %d · %s\n",
+		time.Now().UTC().Format(time.RFC3339), redisVersion(ctx, b.addr), b.addr, runtime.GOMAXPROCS(0), loadavg())
+	fmt.Fprintf(out, "PING round trip (median) %v · critical section %v (measured %v) · %d contenders · %v per scenario\n",
+		rtt.Round(time.Microsecond), b.critical, cs.Round(time.Microsecond), b.contenders, b.duration)
+	fmt.Fprintf(out, "limit = 1 / (critical section + round trip) = %.0f acquisitions/s\n\n", limit)
+
+	var runs []run
+	for _, c := range contestants() {
+		if *only != "" && !strings.Contains(c.name, *only) {
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		fmt.Fprintf(os.Stderr, "measuring %s\n", c.name)
+		runs = append(runs, b.measure(ctx, c))
+	}
+	printTable(out, runs, limit)
+	fmt.Fprintf(out, "\nload after the run: %s\n", loadavg())
+	return nil
+}
+
+func printTable(out io.Writer, runs []run, limit float64) {
+	var bestPeer, bsmRun *run
+	var bestPeerP99 time.Duration
+	for i := range runs {
+		r := &runs[i]
+		if !r.peer {
+			continue
+		}
+		if bestPeer == nil || r.acquisitions > bestPeer.acquisitions {
+			bestPeer = r
+		}
+		if r.p99 > 0 && (bestPeerP99 == 0 || r.p99 < bestPeerP99) {
+			bestPeerP99 = r.p99
+		}
+		if strings.HasPrefix(r.name, "bsm/") {
+			bsmRun = r
+		}
+	}
+	fmt.Fprintln(out, "| lock | pairs/s, 1 goroutine | pairs/s, 32 goroutines | contended acquisitions/s | p50 acquire | p99 acquire | commands/acquisition | acq/s ÷ best peer | acq/s ÷ limit | p99 ÷ best peer p99 | pairs/s (1 g) ÷ bsm |")
+	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, r := range runs {
+		vsPeer, vsP99, vsBsm := "–", "–", "–"
+		if bestPeer != nil && bestPeer.acquisitions > 0 {
+			vsPeer = fmt.Sprintf("%.2f×", r.acquisitions/bestPeer.acquisitions)
+		}
+		if bestPeerP99 > 0 && r.p99 > 0 {
+			vsP99 = fmt.Sprintf("%.3f", float64(r.p99)/float64(bestPeerP99))
+		}
+		if bsmRun != nil && bsmRun.pairs1 > 0 {
+			vsBsm = fmt.Sprintf("%.2f×", r.pairs1/bsmRun.pairs1)
+		}
+		name := r.name
+		if r.uncontendedError != nil || r.contendedErrors > 0 {
+			name += fmt.Sprintf(" (errors: %d contended, uncontended %v)", r.contendedErrors, r.uncontendedError)
+		}
+		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %v | %v | %.2f | %s | %.0f%% | %s | %s |\n",
+			name, r.pairs1, r.pairs32, r.acquisitions, round(r.p50), round(r.p99), r.commandsPerAcq,
+			vsPeer, 100*r.acquisitions/limit, vsP99, vsBsm)
+	}
+	if bestPeer != nil {
+		fmt.Fprintf(out, "\nbest peer by contended acquisitions/s: %s; lowest peer p99: %v\n", bestPeer.name, round(bestPeerP99))
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= 10*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= 10*time.Microsecond:
+		return d.Round(time.Microsecond)
+	}
+	return d
+}
+
+func redisVersion(ctx context.Context, addr string) string {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return "?"
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "load average unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "load average unknown"
+	}
+	return "load average " + strings.Join(f[:3], " ")
+}
