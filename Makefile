@@ -27,3 +27,9 @@ mocks:
 
 mocks-check: mocks
 	@git diff --exit-code -- '*mock*' || (echo "mocks are stale: run make mocks and commit" && exit 1)
+
+## lockbench: our Redis locks against bsm/redislock and redsync on the real Redis (~1 min)
+LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 3s
+.PHONY: lockbench
+lockbench:
+	cd loadtest/lockbench && $(GO) run . $(LOCKBENCH_FLAGS)

@@ -77,11 +77,10 @@ func (s *subscriber) register(ctx context.Context, channel, owner string) (*wait
 		// The first waiter subscribes. The command is written while s.mu is held so that
 		// SUBSCRIBE and UNSUBSCRIBE reach the server in the order they were decided.
 		st.sent++
-		if st.ready == nil || st.confirmed < st.sent {
-			st.ready = make(chan struct{})
-		}
+		st.ready = make(chan struct{})
 		s.stats.subscribes.Add(1)
 		if err := s.ps.Subscribe(ctx, channel); err != nil {
+			st.sent-- // no confirmation will come for it (a reconnect's is clamped)
 			s.removeLocked(w)
 			s.mu.Unlock()
 			return nil, err

@@ -14,6 +14,7 @@ type renewFunc func(ctx context.Context, lease time.Duration) (bool, error)
 type hold struct {
 	lost     chan struct{}
 	lostOnce sync.Once
+	forget   func() // drops the hold from its table once lost; nil when not in one
 	stopOnce sync.Once
 	stop     chan struct{} // closed at the final unlock: the watchdog exits quietly
 	timer    *time.Timer   // fixed lease: fires when the lease has run out
@@ -23,7 +24,16 @@ func newHold() *hold {
 	return &hold{lost: make(chan struct{}), stop: make(chan struct{})}
 }
 
-func (h *hold) markLost() { h.lostOnce.Do(func() { close(h.lost) }) }
+// markLost closes lost. A lost hold is over, so it also leaves its table: a holder that
+// never unlocks leaks nothing once its lease has run out.
+func (h *hold) markLost() {
+	h.lostOnce.Do(func() {
+		close(h.lost)
+		if h.forget != nil {
+			h.forget()
+		}
+	})
+}
 
 func (h *hold) end() {
 	h.stopOnce.Do(func() { close(h.stop) })
@@ -57,6 +67,13 @@ func (hs *holds) lost(key, owner string) <-chan struct{} {
 // left by a hold that expired without an unlock. It returns the new hold.
 func (hs *holds) begin(key, owner string) *hold {
 	h := newHold()
+	h.forget = func() {
+		hs.mu.Lock()
+		defer hs.mu.Unlock()
+		if hs.m[holdKey(key, owner)] == h {
+			delete(hs.m, holdKey(key, owner))
+		}
+	}
 	hs.mu.Lock()
 	old := hs.m[holdKey(key, owner)]
 	hs.m[holdKey(key, owner)] = h

@@ -140,6 +140,15 @@ func TestFixedLeaseRunsOut(t *testing.T) {
 		} else {
 			eventually(t, "the lease to run out", func() bool { return srv.Client.Exists(ctx, key).Val() == 0 })
 		}
+		select {
+		case <-la.(interface{ Lost() <-chan struct{} }).Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatal("hold whose lease ran out not reported lost")
+		}
+		a.c.holds.mu.Lock()
+		left := len(a.c.holds.m)
+		a.c.holds.mu.Unlock()
+		assert.Zero(t, left, "holds kept after the lease ran out")
 		err := la.Unlock(ctx)
 		assert.ErrorIs(t, err, ErrNotHeld, "unlock after the lease ran out")
 		if k.name == "localremote" {
