@@ -139,7 +139,9 @@ func (c *Client) Stats() Stats {
 }
 
 // hashTag returns "lock:{name}:kind", the key of a lock of the given kind. The braces make
-// Redis Cluster hash only the name, so every key of one lock lands in one slot.
+// Redis Cluster hash only the name, so every key of one lock lands in one slot (whatever
+// braces the name holds, all its keys share the prefix up to the tag's end). The name must
+// not be empty: Cluster hashes the whole key when the tag is empty.
 func hashTag(name, kind string) string {
 	return KeyPrefix + "{" + name + "}:" + kind
 }
