@@ -3,6 +3,13 @@
 //
 // Every lock meets Lock, the Go form of the article's ILock: try once, never block, and
 // release only what you hold. Nothing here knows about vouchers or orders.
+//
+// The production locks of articles 000 and 001 go further: ReentrantLock (Redisson's RLock,
+// with a watchdog and waiting on pub/sub), FairLock (first come, first served across
+// processes) and LocalRemoteLock (a local lock in front of the remote one, after Spring's
+// RedisLockRegistry). They come from a Client, which owns one process's subscription
+// connection and watchdogs; their TryLock takes a wait and a lease, and Guards adapts them
+// to Lock.
 package lock
 
 import (
