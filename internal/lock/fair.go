@@ -45,7 +45,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 		grantLease = min(scriptLease, l.c.opts.WaiterTimeout)
 	}
 	timeout := l.c.opts.WaiterTimeout.Milliseconds()
-	queued := false
+	direct := false // taken by an attempt that set our own lease, not handed over
 	n, err := l.c.acquire(ctx, wait, contender{
 		channel: l.keys[4],
 		owner:   owner,
@@ -56,7 +56,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 				queue = timeout
 			}
 			if mode == retryQueued {
-				retry, queued = "1", true
+				retry = "1"
 			}
 			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, owner, scriptLease.Milliseconds(),
 				grantLease.Milliseconds(), queue, retry).Int64()
@@ -64,6 +64,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
 			n, ttl := countOrTTL(v)
+			direct = n > 0 && mode != retryQueued
 			return n, ttl, nil
 		},
 		leave: func(ctx context.Context, cause error) (int64, error) {
@@ -88,7 +89,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 		return false, err
 	}
 	first := l.c.opts.WatchdogLease / 3
-	if queued && grantLease < scriptLease {
+	if !direct && grantLease < scriptLease {
 		first = 0 // a handover may have set the shorter grant lease: renew at once
 	}
 	l.held(owner, n, lease, scriptLease, first)

@@ -100,6 +100,22 @@ func (s *subscriber) register(ctx context.Context, channel, owner string) (*wait
 	}
 }
 
+// registerHot adds a waiter on channel without a round trip when the channel is already
+// subscribed and confirmed (other local goroutines wait on it), else returns nil. A caller
+// that registers before its first attempt needs no second attempt after a failure: any
+// release after the first attempt reaches it.
+func (s *subscriber) registerHot(channel, owner string) *waiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.chans[channel]
+	if s.closed || st == nil || len(st.waiters) == 0 || st.confirmed < st.sent {
+		return nil
+	}
+	w := &waiter{channel: channel, owner: owner, wake: make(chan string, 1)}
+	st.waiters = append(st.waiters, w)
+	return w
+}
+
 // unregister removes w. A wake-up w received but did not use passes to the next waiter, so
 // a release message is never swallowed by a goroutine that stopped waiting.
 func (s *subscriber) unregister(w *waiter) {

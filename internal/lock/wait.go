@@ -44,11 +44,16 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 	}
 	start := time.Now()
 	mode := tryOnce
+	var w *waiter
 	if wait != 0 {
 		mode = tryAndQueue
+		w = c.sub.registerHot(k.channel, k.owner)
 	}
 	n, ttl, err := k.try(ctx, mode)
 	if err != nil || n > 0 || wait == 0 {
+		if w != nil {
+			c.sub.unregister(w)
+		}
 		return n, err
 	}
 	var deadline time.Time
@@ -69,26 +74,34 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 		return 0, cause
 	}
 
-	rctx := ctx
-	if !deadline.IsZero() {
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithDeadline(ctx, deadline)
-		defer cancel()
-	}
-	w, err := c.sub.register(rctx, k.channel, k.owner)
-	if err != nil {
-		if ctx.Err() == nil && rctx.Err() != nil {
-			err = nil // the wait ran out while subscribing
+	// Registered before the first attempt, the caller has missed nothing; registered
+	// after it, it must try again, as a release may have come in between.
+	retry := w == nil
+	if w == nil {
+		rctx := ctx
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
 		}
-		return stop(err)
+		w, err = c.sub.register(rctx, k.channel, k.owner)
+		if err != nil {
+			if ctx.Err() == nil && rctx.Err() != nil {
+				err = nil // the wait ran out while subscribing
+			}
+			return stop(err)
+		}
 	}
 	defer c.sub.unregister(w)
 
 	for {
-		n, ttl, err = k.try(ctx, retryQueued)
-		if err != nil || n > 0 {
-			return n, err
+		if retry {
+			n, ttl, err = k.try(ctx, retryQueued)
+			if err != nil || n > 0 {
+				return n, err
+			}
 		}
+		retry = true
 		sleep := ttl
 		if k.refresh > 0 && k.refresh < sleep {
 			sleep = k.refresh

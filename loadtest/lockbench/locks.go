@@ -21,9 +21,9 @@ type contestant struct {
 	name string
 	peer bool // a library we compare with, not one of ours
 	// setup makes the acquire function for one run on rdb and a cleanup (closing
-	// subscriptions) for after it. extra counts commands the client's hooks cannot see
-	// (SUBSCRIBE and UNSUBSCRIBE on a pub/sub connection).
-	setup func(rdb *redis.Client) (acquire acquireFunc, extra func() uint64, cleanup func())
+	// subscriptions) for after it. stats reports our Client's counters (zero for peers): the
+	// SUBSCRIBE and UNSUBSCRIBE commands the client's hooks cannot see, and the wake-ups.
+	setup func(rdb *redis.Client) (acquire acquireFunc, stats func() lock.Stats, cleanup func())
 }
 
 type acquireFunc func(ctx context.Context, key string) (release func(context.Context) error, err error)
@@ -50,7 +50,7 @@ func contestants() []contestant {
 
 // simple retries SimpleRedisLock's single attempt every millisecond, the way the article's
 // callers (and bsm/redislock with a linear backoff) wait.
-func simple(rdb *redis.Client) (acquireFunc, func() uint64, func()) {
+func simple(rdb *redis.Client) (acquireFunc, func() lock.Stats, func()) {
 	process := lock.NewProcessID()
 	return func(ctx context.Context, key string) (func(context.Context) error, error) {
 		l := lock.NewSimpleRedisLock(rdb, process, key)
@@ -78,8 +78,8 @@ type waitLock interface {
 
 // ours runs one of the waiting locks: one Client (one subscription connection) per run, as
 // one per process in a service.
-func ours(make func(*lock.Client, *lock.Registry, string) waitLock) func(*redis.Client) (acquireFunc, func() uint64, func()) {
-	return func(rdb *redis.Client) (acquireFunc, func() uint64, func()) {
+func ours(make func(*lock.Client, *lock.Registry, string) waitLock) func(*redis.Client) (acquireFunc, func() lock.Stats, func()) {
+	return func(rdb *redis.Client) (acquireFunc, func() lock.Stats, func()) {
 		c := lock.NewClient(rdb, lock.Options{})
 		r := lock.NewRegistry(c)
 		return func(ctx context.Context, key string) (func(context.Context) error, error) {
@@ -92,14 +92,11 @@ func ours(make func(*lock.Client, *lock.Registry, string) waitLock) func(*redis.
 				return nil, errors.New("not acquired")
 			}
 			return l.Unlock, nil
-		}, func() uint64 {
-				st := c.Stats()
-				return st.Subscribes + st.Unsubscribes
-			}, func() { _ = c.Close() }
+		}, c.Stats, func() { _ = c.Close() }
 	}
 }
 
-func bsm(rdb *redis.Client) (acquireFunc, func() uint64, func()) {
+func bsm(rdb *redis.Client) (acquireFunc, func() lock.Stats, func()) {
 	c := redislock.New(rdb)
 	opts := &redislock.Options{RetryStrategy: redislock.LinearBackoff(time.Millisecond)}
 	return func(ctx context.Context, key string) (func(context.Context) error, error) {
@@ -111,7 +108,7 @@ func bsm(rdb *redis.Client) (acquireFunc, func() uint64, func()) {
 	}, none, func() {}
 }
 
-func redsyncMutex(rdb *redis.Client) (acquireFunc, func() uint64, func()) {
+func redsyncMutex(rdb *redis.Client) (acquireFunc, func() lock.Stats, func()) {
 	rs := redsync.New(goredis.NewPool(rdb))
 	return func(ctx context.Context, key string) (func(context.Context) error, error) {
 		m := rs.NewMutex(key, redsync.WithExpiry(lease))
@@ -139,4 +136,4 @@ func redsyncMutex(rdb *redis.Client) (acquireFunc, func() uint64, func()) {
 	}, none, func() {}
 }
 
-func none() uint64 { return 0 }
+func none() lock.Stats { return lock.Stats{} }

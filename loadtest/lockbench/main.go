@@ -115,6 +115,13 @@ func printTable(out io.Writer, runs []run, limit float64) {
 			name, r.pairs1, r.pairs32, r.acquisitions, round(r.p50), round(r.p99), r.commandsPerAcq,
 			vsPeer, 100*r.acquisitions/limit, vsP99, vsBsm)
 	}
+	fmt.Fprintln(out)
+	for _, r := range runs {
+		if w := r.wakes; !r.peer && w.WakesByPublish+w.WakesByTimer+w.Subscribes > 0 {
+			fmt.Fprintf(out, "%s, contended: %d wake-ups by publish, %d by timer, %d SUBSCRIBE, %d UNSUBSCRIBE\n",
+				r.name, w.WakesByPublish, w.WakesByTimer, w.Subscribes, w.Unsubscribes)
+		}
+	}
 	if bestPeer != nil {
 		fmt.Fprintf(out, "\nbest peer by contended acquisitions/s: %s; lowest peer p99: %v\n", bestPeer.name, round(bestPeerP99))
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/lock"
 )
 
 // commandCounter is a go-redis hook counting the commands a client sends (a script run is
@@ -43,6 +45,7 @@ type run struct {
 	commandsPerAcq   float64
 	contendedErrors  int
 	uncontendedError error
+	wakes            lock.Stats // our locks' wake-ups in the contended run
 }
 
 // bench holds what every scenario shares.
@@ -132,14 +135,14 @@ func pairs(ctx context.Context, acquire acquireFunc, key string, n int) error {
 func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	rdb, counter := b.newClient()
 	defer rdb.Close()
-	acquire, extra, cleanup := c.setup(rdb)
+	acquire, stats, cleanup := c.setup(rdb)
 	defer cleanup()
 	key := b.prefix + "contended"
 	if err := pairs(ctx, acquire, key, 20); err != nil {
 		r.contendedErrors++
 		return
 	}
-	before, extraBefore := counter.n.Load(), extra()
+	before, statsBefore := counter.n.Load(), stats()
 	ctx, cancel := context.WithTimeout(ctx, b.duration)
 	defer cancel()
 	var mu sync.Mutex
@@ -185,7 +188,15 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	r.acquisitions = float64(n) / elapsed.Seconds()
 	r.p50 = latencies[n*50/100]
 	r.p99 = latencies[min(n*99/100, n-1)]
-	r.commandsPerAcq = float64(counter.n.Load()-before+int64(extra()-extraBefore)) / float64(n)
+	st := stats()
+	r.wakes = lock.Stats{
+		WakesByPublish: st.WakesByPublish - statsBefore.WakesByPublish,
+		WakesByTimer:   st.WakesByTimer - statsBefore.WakesByTimer,
+		Subscribes:     st.Subscribes - statsBefore.Subscribes,
+		Unsubscribes:   st.Unsubscribes - statsBefore.Unsubscribes,
+	}
+	pubsub := r.wakes.Subscribes + r.wakes.Unsubscribes
+	r.commandsPerAcq = float64(counter.n.Load()-before+int64(pubsub)) / float64(n)
 }
 
 // spin is the critical section: busy for d, yielding to other goroutines. time.Sleep cannot
