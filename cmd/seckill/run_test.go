@@ -176,6 +176,9 @@ func TestTwoInstancesOneOrderPerUser(t *testing.T) {
 				close(start)
 			}
 			wg.Wait()
+			if t.Failed() || codes["unavailable"] > 0 {
+				t.Logf("instance a log:\n%s\ninstance b log:\n%s", a.log, b.log)
+			}
 
 			assert.Equal(t, users*perUser, codes["created"]+codes["order_in_progress"]+codes["already_ordered"]+codes["sold_out"],
 				"every answer is one of the expected ones: %v", codes)
