@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -45,7 +44,8 @@ type run struct {
 	commandsPerAcq   float64
 	contendedErrors  int
 	uncontendedError error
-	wakes            lock.Stats // our locks' wake-ups in the contended run
+	wakes            lock.Stats    // our locks' wake-ups in the contended run
+	critical         time.Duration // mean time the lock was really held per acquisition
 }
 
 // bench holds what every scenario shares.
@@ -53,6 +53,7 @@ type bench struct {
 	addr       string
 	duration   time.Duration
 	critical   time.Duration
+	sleep      bool // hold the lock with time.Sleep instead of spinning
 	contenders int
 	prefix     string
 }
@@ -148,6 +149,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	var mu sync.Mutex
 	var latencies []time.Duration
 	var errs int
+	var held time.Duration
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range b.contenders {
@@ -156,6 +158,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 			defer wg.Done()
 			var mine []time.Duration
 			var failed int
+			var myHeld time.Duration
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				release, err := acquire(ctx, key)
@@ -165,8 +168,10 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 					}
 					continue
 				}
-				mine = append(mine, time.Since(t0))
-				spin(b.critical)
+				t1 := time.Now()
+				mine = append(mine, t1.Sub(t0))
+				b.hold()
+				myHeld += time.Since(t1)
 				if err := release(context.WithoutCancel(ctx)); err != nil {
 					failed++
 				}
@@ -174,6 +179,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 			mu.Lock()
 			latencies = append(latencies, mine...)
 			errs += failed
+			held += myHeld
 			mu.Unlock()
 		}()
 	}
@@ -186,6 +192,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	}
 	slices.Sort(latencies)
 	r.acquisitions = float64(n) / elapsed.Seconds()
+	r.critical = held / time.Duration(n)
 	r.p50 = latencies[n*50/100]
 	r.p99 = latencies[min(n*99/100, n-1)]
 	st := stats()
@@ -199,12 +206,20 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	r.commandsPerAcq = float64(counter.n.Load()-before+int64(pubsub)) / float64(n)
 }
 
-// spin is the critical section: busy for d, yielding to other goroutines. time.Sleep cannot
-// do 200 µs (a sleep that short lasts a millisecond or more on this machine).
+// hold is the critical section.
+func (b bench) hold() {
+	if b.sleep {
+		time.Sleep(b.critical)
+		return
+	}
+	spin(b.critical)
+}
+
+// spin is the critical section: busy for d, as work is (it does not yield). time.Sleep
+// cannot do 200 µs: a sleep that short lasts a millisecond or more on this machine.
 func spin(d time.Duration) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
-		runtime.Gosched()
 	}
 }
 
@@ -225,12 +240,12 @@ func roundTrip(ctx context.Context, addr string) (time.Duration, error) {
 	return rtts[n/2], nil
 }
 
-// criticalSection returns the mean duration spin(d) really takes.
-func criticalSection(d time.Duration) time.Duration {
-	const n = 2000
+// criticalSection returns the mean duration the critical section really takes alone.
+func (b bench) criticalSection() time.Duration {
+	const n = 1000
 	t0 := time.Now()
 	for range n {
-		spin(d)
+		b.hold()
 	}
 	return time.Since(t0) / n
 }
