@@ -91,7 +91,7 @@ func NewClient(rdb redis.UniversalClient, opts Options) *Client {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{rdb: rdb, opts: opts, ctx: ctx, cancel: cancel}
 	c.holds.m = make(map[string]*hold)
-	c.sub = newSubscriber(rdb, &c.stats)
+	c.sub = newSubscriber(rdb, &c.stats, opts.Process)
 	return c
 }
 
@@ -112,8 +112,15 @@ func (c *Client) Close() error {
 
 // Stats counts what a Client's locks did, for tests and benchmarks.
 type Stats struct {
-	// WakesByPublish counts waiters woken by a release message on the subscription.
+	// WakesByPublish counts waiters woken by a release (or handover) message published by
+	// another process and received on the subscription.
 	WakesByPublish uint64
+	// WakesByLocal counts waiters woken directly by a release in this process (its message,
+	// when it comes back on the subscription, is ignored).
+	WakesByLocal uint64
+	// WakesByReconnect counts waiters woken because the subscription connection failed and
+	// a message may have been lost.
+	WakesByReconnect uint64
 	// WakesByTimer counts waiters woken because the wait bounded by the lock's remaining
 	// lease (or the fair queue's refresh interval) ran out without a message.
 	WakesByTimer uint64
@@ -124,17 +131,30 @@ type Stats struct {
 }
 
 type stats struct {
-	wakesByPublish, wakesByTimer, renewals, subscribes, unsubscribes atomic.Uint64
+	wakesByPublish, wakesByLocal, wakesByReconnect, wakesByTimer, renewals, subscribes, unsubscribes atomic.Uint64
+}
+
+func (s *stats) count(src wakeSource) {
+	switch src {
+	case byMessage:
+		s.wakesByPublish.Add(1)
+	case byLocal:
+		s.wakesByLocal.Add(1)
+	default:
+		s.wakesByReconnect.Add(1)
+	}
 }
 
 // Stats returns the counters so far.
 func (c *Client) Stats() Stats {
 	return Stats{
-		WakesByPublish: c.stats.wakesByPublish.Load(),
-		WakesByTimer:   c.stats.wakesByTimer.Load(),
-		Renewals:       c.stats.renewals.Load(),
-		Subscribes:     c.stats.subscribes.Load(),
-		Unsubscribes:   c.stats.unsubscribes.Load(),
+		WakesByPublish:   c.stats.wakesByPublish.Load(),
+		WakesByLocal:     c.stats.wakesByLocal.Load(),
+		WakesByReconnect: c.stats.wakesByReconnect.Load(),
+		WakesByTimer:     c.stats.wakesByTimer.Load(),
+		Renewals:         c.stats.renewals.Load(),
+		Subscribes:       c.stats.subscribes.Load(),
+		Unsubscribes:     c.stats.unsubscribes.Load(),
 	}
 }
 

@@ -79,8 +79,8 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 				return 1, nil // handed over just as the wait ran out: keep it
 			}
 			// Handed over, but the caller is gone: pass the lock on to the next waiter.
-			if _, err := fairUnlockScript.Run(ctx, l.c.rdb, l.keys, owner).Int64(); err != nil {
-				return 0, fmt.Errorf("unlock %s: %w", l.key, err)
+			if err := l.Unlock(ctx); err != nil {
+				return 0, err
 			}
 			return 0, nil
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,8 +20,9 @@ import (
 // release and lets one goroutine try, instead of a thundering herd. A message naming an
 // owner (a FairLock handover) wakes that owner's waiter, if it is in this process.
 type subscriber struct {
-	ps    *redis.PubSub
-	stats *stats
+	ps      *redis.PubSub
+	stats   *stats
+	process string // a release published by this process was already served locally
 
 	mu     sync.Mutex
 	chans  map[string]*channelState
@@ -41,18 +43,34 @@ type channelState struct {
 type waiter struct {
 	channel string
 	owner   string      // the owner a handover message must name to wake this waiter
-	wake    chan string // capacity 1: a pending wake-up and its payload
+	wake    chan wakeup // capacity 1: a pending wake-up
 }
+
+// wakeup is why a waiter was woken: a release (or handover, payload naming the owner) that
+// came as a message or from a releaser in this process, or a reconnect of the subscription.
+type wakeup struct {
+	payload string
+	source  wakeSource
+}
+
+type wakeSource uint8
+
+const (
+	byMessage   wakeSource = iota // a message on the subscription
+	byLocal                       // a releaser of this process, directly
+	byReconnect                   // the subscription reconnected: messages may have been lost
+)
 
 // errSubscriberClosed is what a waiter sees when the Client is closed under it.
 var errSubscriberClosed = ErrClosed
 
-func newSubscriber(rdb redis.UniversalClient, st *stats) *subscriber {
+func newSubscriber(rdb redis.UniversalClient, st *stats, process string) *subscriber {
 	s := &subscriber{
-		ps:    rdb.Subscribe(context.Background()),
-		stats: st,
-		chans: make(map[string]*channelState),
-		done:  make(chan struct{}),
+		ps:      rdb.Subscribe(context.Background()),
+		stats:   st,
+		process: process,
+		chans:   make(map[string]*channelState),
+		done:    make(chan struct{}),
 	}
 	go s.receive()
 	return s
@@ -61,7 +79,7 @@ func newSubscriber(rdb redis.UniversalClient, st *stats) *subscriber {
 // register adds a waiter on channel and returns once the subscription is confirmed, so that
 // any release published after register returns is delivered.
 func (s *subscriber) register(ctx context.Context, channel, owner string) (*waiter, error) {
-	w := &waiter{channel: channel, owner: owner, wake: make(chan string, 1)}
+	w := &waiter{channel: channel, owner: owner, wake: make(chan wakeup, 1)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -111,23 +129,22 @@ func (s *subscriber) registerHot(channel, owner string) *waiter {
 	if s.closed || st == nil || len(st.waiters) == 0 || st.confirmed < st.sent {
 		return nil
 	}
-	w := &waiter{channel: channel, owner: owner, wake: make(chan string, 1)}
+	w := &waiter{channel: channel, owner: owner, wake: make(chan wakeup, 1)}
 	st.waiters = append(st.waiters, w)
 	return w
 }
 
-// unregister removes w. A wake-up w received but did not use passes to the next waiter, so
-// a release message is never swallowed by a goroutine that stopped waiting.
+// unregister removes w. A release wake-up w received but did not use passes to the next
+// waiter, so a release is never swallowed by a goroutine that stopped waiting. (A handover
+// to w is not passed on: w's lock withdraws it, see FairLock.)
 func (s *subscriber) unregister(w *waiter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removeLocked(w)
 	select {
-	case p := <-w.wake:
-		if p == "" {
-			if st := s.chans[w.channel]; st != nil {
-				st.wakeOne()
-			}
+	case u := <-w.wake:
+		if st := s.chans[w.channel]; st != nil && w.owner == "" {
+			st.wakeOne(u)
 		}
 	default:
 	}
@@ -159,10 +176,10 @@ func (s *subscriber) removeLocked(w *waiter) {
 }
 
 // wakeOne signals the oldest waiter without a pending wake-up.
-func (st *channelState) wakeOne() {
+func (st *channelState) wakeOne(u wakeup) {
 	for _, w := range st.waiters {
 		select {
-		case w.wake <- "":
+		case w.wake <- u:
 			return
 		default:
 		}
@@ -222,21 +239,41 @@ func (s *subscriber) confirm(channel string) {
 	}
 }
 
+// deliver dispatches a message: "<new holder> <releasing process>", either part may be empty.
+// A message from a release in this process is ignored, since the releaser has woken the
+// waiter already (wakeLocal). A new holder names the FairLock waiter the lock was handed to;
+// without one, the message says "released" and wakes one waiter.
 func (s *subscriber) deliver(channel, payload string) {
+	holder, from, _ := strings.Cut(payload, " ")
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := s.chans[channel]
-	if st == nil {
+	if st == nil || (from != "" && from == s.process) {
 		return
 	}
-	if payload == "" {
-		st.wakeOne()
+	st.signal(wakeup{holder, byMessage})
+}
+
+// wakeLocal is what a message would do, done by a releaser of this process as soon as its
+// release returns, a message's trip through Redis and the subscription earlier.
+func (s *subscriber) wakeLocal(channel, payload string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.chans[channel]; st != nil {
+		st.signal(wakeup{payload, byLocal})
+	}
+}
+
+// signal wakes the waiter that payload names, or one waiter when it names none of them.
+func (st *channelState) signal(u wakeup) {
+	if len(st.waiters) == 0 || st.waiters[0].owner == "" {
+		st.wakeOne(u)
 		return
 	}
 	for _, w := range st.waiters {
-		if w.owner == payload {
+		if w.owner == u.payload {
 			select {
-			case w.wake <- payload:
+			case w.wake <- u:
 			default:
 			}
 			return
@@ -250,7 +287,7 @@ func (s *subscriber) wakeAll() {
 	for _, st := range s.chans {
 		for _, w := range st.waiters {
 			select {
-			case w.wake <- "":
+			case w.wake <- wakeup{source: byReconnect}:
 			default:
 			}
 		}

@@ -85,18 +85,34 @@ func (l *hashLock) Key() string { return l.key }
 // a waiter. It returns an error wrapping ErrNotHeld when the goroutine does not hold the lock:
 // it never took it, or the lease ran out (the work it protected may have overlapped another
 // holder's). It stops the watchdog at the last hold.
+//
+// A release that frees the lock, or hands it to a waiter of this process, wakes that waiter
+// directly instead of leaving it to the message, which other processes still get.
 func (l *hashLock) Unlock(ctx context.Context) error {
 	owner := Owner(l.c.opts.Process)
-	n, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, owner).Int64()
+	channel := l.keys[len(l.keys)-1]
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, owner, l.c.opts.Process).Result()
 	if err != nil {
+		// It may have been released: let local waiters look rather than sleep through a
+		// message this process ignores as its own.
+		l.c.sub.wakeLocal(channel, "")
 		return fmt.Errorf("unlock %s: %w", l.key, err)
 	}
-	switch {
-	case n < 0:
-		l.c.holds.finish(l.key, owner, true)
-		return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
-	case n == 0:
+	switch v := v.(type) {
+	case string: // released and handed to the owner v
 		l.c.holds.finish(l.key, owner, false)
+		l.c.sub.wakeLocal(channel, v)
+	case int64:
+		switch {
+		case v < 0:
+			l.c.holds.finish(l.key, owner, true)
+			return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
+		case v == 0:
+			l.c.holds.finish(l.key, owner, false)
+			l.c.sub.wakeLocal(channel, "")
+		}
+	default:
+		return fmt.Errorf("unlock %s: unexpected reply %v", l.key, v)
 	}
 	return nil
 }

@@ -118,10 +118,10 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 			c.hooks.waiting(k.channel)
 		}
 		select {
-		case p := <-w.wake:
+		case u := <-w.wake:
 			timer.Stop()
-			c.stats.wakesByPublish.Add(1)
-			if k.owner != "" && p == k.owner {
+			c.stats.count(u.source)
+			if k.owner != "" && u.payload == k.owner {
 				return 1, nil // handed over: the release made us the holder
 			}
 		case <-timer.C:

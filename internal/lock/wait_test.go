@@ -48,8 +48,41 @@ func TestWaiterWokenByPublish(t *testing.T) {
 		require.True(t, r.ok, "waiter did not get the lock")
 		st := b.c.Stats()
 		assert.Equal(t, uint64(1), st.WakesByPublish, "wake-ups by publish: got %d, want 1", st.WakesByPublish)
-		assert.Zero(t, st.WakesByTimer, "wake-ups by timer")
+		assert.Zero(t, st.WakesByTimer+st.WakesByLocal+st.WakesByReconnect, "wake-ups by other sources: %+v", st)
 		t.Logf("woken and acquired %v after the release was sent", r.waited)
+	})
+}
+
+func TestWaiterWokenByReleaserOfItsProcess(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		if k.name == "localremote" {
+			return // its goroutines of one process queue locally, never on the channel
+		}
+		ctx := testCtx(t)
+		p := newProc(t, srv, Options{})
+		name := testenv.Unique("localwake-")
+		holder := k.make(p, name)
+		take(t, holder, 30*time.Second)
+		sleeping := make(chan struct{}, 10)
+		p.c.hooks.waiting = func(string) { sleeping <- struct{}{} }
+		done := make(chan error)
+		go func() {
+			l := k.make(p, name)
+			ok, err := l.TryLock(ctx, 20*time.Second, 30*time.Second)
+			if err == nil && !ok {
+				err = fmt.Errorf("waiter did not get the lock")
+			}
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			done <- err
+		}()
+		<-sleeping
+		require.NoError(t, holder.Unlock(ctx))
+		require.NoError(t, <-done)
+		st := p.c.Stats()
+		assert.Equal(t, uint64(1), st.WakesByLocal, "wake-ups by the local releaser: got %d, want 1", st.WakesByLocal)
+		assert.Zero(t, st.WakesByTimer+st.WakesByPublish+st.WakesByReconnect, "wake-ups by other sources: %+v", st)
 	})
 }
 

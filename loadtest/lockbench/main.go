@@ -122,9 +122,9 @@ func printTable(out io.Writer, runs []run, rtt time.Duration) {
 	}
 	fmt.Fprintln(out)
 	for _, r := range runs {
-		if w := r.wakes; !r.peer && w.WakesByPublish+w.WakesByTimer+w.Subscribes > 0 {
-			fmt.Fprintf(out, "%s, contended: %d wake-ups by publish, %d by timer, %d SUBSCRIBE, %d UNSUBSCRIBE\n",
-				r.name, w.WakesByPublish, w.WakesByTimer, w.Subscribes, w.Unsubscribes)
+		if w := r.wakes; !r.peer && w.WakesByPublish+w.WakesByLocal+w.WakesByTimer+w.Subscribes > 0 {
+			fmt.Fprintf(out, "%s, contended: wake-ups %d by the releaser in-process, %d by publish, %d by timer; %d SUBSCRIBE, %d UNSUBSCRIBE\n",
+				r.name, w.WakesByLocal, w.WakesByPublish, w.WakesByTimer, w.Subscribes, w.Unsubscribes)
 		}
 	}
 	if bestPeer != nil {

@@ -198,6 +198,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	st := stats()
 	r.wakes = lock.Stats{
 		WakesByPublish: st.WakesByPublish - statsBefore.WakesByPublish,
+		WakesByLocal:   st.WakesByLocal - statsBefore.WakesByLocal,
 		WakesByTimer:   st.WakesByTimer - statsBefore.WakesByTimer,
 		Subscribes:     st.Subscribes - statsBefore.Subscribes,
 		Unsubscribes:   st.Unsubscribes - statsBefore.Unsubscribes,

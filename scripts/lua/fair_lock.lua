@@ -6,7 +6,8 @@
 -- KEYS[2]  the waiters' queue (list of owners, oldest first)
 -- KEYS[3]  the waiters' deadlines (sorted set: owner -> server time in ms)
 -- KEYS[4]  the waiters' leases (hash: owner -> lease in ms to grant with)
--- KEYS[5]  the lock's channel: a release publishes the owner it was handed to
+-- KEYS[5]  the lock's channel: a handover publishes the new holder's owner .. " " (.. the
+--          releasing process id, when a release made it)
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  lease to grant with if the lock is handed over while queued
@@ -50,7 +51,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HDEL', KEYS[4], head)
   redis.call('HSET', KEYS[1], head, 1)
   redis.call('PEXPIRE', KEYS[1], lease)
-  redis.call('PUBLISH', KEYS[5], head)
+  redis.call('PUBLISH', KEYS[5], head .. ' ')
 end
 if tonumber(ARGV[4]) > 0 then
   if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then

@@ -2,9 +2,12 @@
 -- the first live waiter, so that it need not ask again.
 -- KEYS[1..5]  as in fair_lock.lua: hash, queue, deadlines, leases, channel
 -- ARGV[1]     owner (process id .. "-" .. goroutine id)
+-- ARGV[2]     process id of the caller
 -- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
--- when it was released. On release the first waiter whose deadline has not passed becomes
--- the holder (hold count 1, its own lease) and its owner is published on KEYS[5].
+-- when it was released to nobody. On release the first waiter whose deadline has not passed
+-- becomes the holder (hold count 1, its own lease). Its owner .. " " .. the caller's process id
+-- is published on KEYS[5], and its owner returned (a string): a waiter in the caller's own
+-- process is woken directly, and that process ignores the message.
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return -1
 end
@@ -27,7 +30,7 @@ while true do
   if deadline and lease and tonumber(deadline) >= now then
     redis.call('HSET', KEYS[1], head, 1)
     redis.call('PEXPIRE', KEYS[1], lease)
-    redis.call('PUBLISH', KEYS[5], head)
-    return 0
+    redis.call('PUBLISH', KEYS[5], head .. ' ' .. ARGV[2])
+    return head
   end
 end

@@ -2,10 +2,12 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's release channel
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
+-- ARGV[2]  process id of the caller
 -- Returns -1 when the caller does not hold the lock (expired, or never taken: Java's
 -- IllegalMonitorStateException), the remaining hold count (>= 1) after one release, or 0 when
--- that was the last hold: the hash is deleted and an empty message on KEYS[2] wakes a waiter
--- in every subscribed process.
+-- that was the last hold: the hash is deleted and " " .. process id (no new holder, released
+-- by the caller's process) is published on KEYS[2]. It wakes a waiter in every other
+-- subscribed process; the caller's own process wakes its waiter directly.
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return -1
 end
@@ -14,5 +16,5 @@ if n > 0 then
   return n
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], '')
+redis.call('PUBLISH', KEYS[2], ' ' .. ARGV[2])
 return 0
