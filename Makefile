@@ -33,8 +33,8 @@ mocks-check: mocks
 demo:
 	$(GO) run ./cmd/seckill demo
 
-## lockbench: our Redis locks against bsm/redislock and redsync on the real Redis (~1 min)
-LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 3s
+## lockbench: our Redis locks against bsm/redislock and redsync on the real Redis (~2 min)
+LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 1s -rounds 5
 .PHONY: lockbench
 lockbench:
 	cd loadtest/lockbench && $(GO) run . $(LOCKBENCH_FLAGS)

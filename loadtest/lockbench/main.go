@@ -40,6 +40,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	critical := fs.Duration("critical", 200*time.Microsecond, "critical section of the contended scenario")
 	sleep := fs.Bool("sleep", false, "hold the lock with time.Sleep(critical) instead of spinning (a short sleep lasts much longer than asked)")
 	contenders := fs.Int("contenders", 16, "goroutines contending for one key")
+	nRounds := fs.Int("rounds", 3, "rounds; each figure is the median over them")
 	only := fs.String("only", "", "run only the contestants whose name contains this")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -53,27 +54,38 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("redis at %s: %w", b.addr, err)
 	}
-	cs := b.criticalSection()
+	held := b.criticalSection()
 	how := "spinning"
 	if b.sleep {
 		how = "time.Sleep"
 	}
 	fmt.Fprintf(out, "lockbench %s · Redis %s at %s · GOMAXPROCS %d · %s\n",
 		time.Now().UTC().Format(time.RFC3339), redisVersion(ctx, b.addr), b.addr, runtime.GOMAXPROCS(0), loadavg())
-	fmt.Fprintf(out, "PING round trip (median) %v · critical section %v by %s (alone it lasts %v) · %d contenders · %v per scenario\n",
-		rtt.Round(time.Microsecond), b.critical, how, cs.Round(time.Microsecond), b.contenders, b.duration)
+	fmt.Fprintf(out, "PING round trip (median) %v · critical section %v by %s (alone it lasts %v) · %d contenders · %v per scenario · median of %d rounds\n",
+		rtt.Round(time.Microsecond), b.critical, how, held.Round(time.Microsecond), b.contenders, b.duration, *nRounds)
 	fmt.Fprintf(out, "limit = 1 / (critical section + round trip), with each run's measured mean critical section\n\n")
 
 	var runs []run
+	var cs []contestant
 	for _, c := range contestants() {
-		if *only != "" && !strings.Contains(c.name, *only) {
-			continue
+		if *only == "" || strings.Contains(c.name, *only) {
+			cs = append(cs, c)
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
+	}
+	// Rounds interleave the contestants, so that a change in the machine's load (it is
+	// shared) falls on all of them; the table gives each figure's median over the rounds.
+	rounds := make([][]run, len(cs))
+	for i := range *nRounds {
+		for j, c := range cs {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fmt.Fprintf(os.Stderr, "round %d/%d: %s\n", i+1, *nRounds, c.name)
+			rounds[j] = append(rounds[j], b.measure(ctx, c))
 		}
-		fmt.Fprintf(os.Stderr, "measuring %s\n", c.name)
-		runs = append(runs, b.measure(ctx, c))
+	}
+	for _, rs := range rounds {
+		runs = append(runs, median(rs))
 	}
 	printTable(out, runs, rtt)
 	fmt.Fprintf(out, "\nload after the run: %s\n", loadavg())
@@ -123,7 +135,7 @@ func printTable(out io.Writer, runs []run, rtt time.Duration) {
 	fmt.Fprintln(out)
 	for _, r := range runs {
 		if w := r.wakes; !r.peer && w.WakesByPublish+w.WakesByLocal+w.WakesByTimer+w.Subscribes > 0 {
-			fmt.Fprintf(out, "%s, contended: wake-ups %d by the releaser in-process, %d by publish, %d by timer; %d SUBSCRIBE, %d UNSUBSCRIBE\n",
+			fmt.Fprintf(out, "%s, contended, all rounds: wake-ups %d by the releaser in-process, %d by publish, %d by timer; %d SUBSCRIBE, %d UNSUBSCRIBE\n",
 				r.name, w.WakesByLocal, w.WakesByPublish, w.WakesByTimer, w.Subscribes, w.Unsubscribes)
 		}
 	}

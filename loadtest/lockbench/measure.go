@@ -250,3 +250,37 @@ func (b bench) criticalSection() time.Duration {
 	}
 	return time.Since(t0) / n
 }
+
+// median returns a run whose every figure is the median of that figure over rs.
+func median(rs []run) run {
+	m := rs[0]
+	pick := func(f func(r run) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	m.pairs1 = pick(func(r run) float64 { return r.pairs1 })
+	m.pairs32 = pick(func(r run) float64 { return r.pairs32 })
+	m.acquisitions = pick(func(r run) float64 { return r.acquisitions })
+	m.p50 = time.Duration(pick(func(r run) float64 { return float64(r.p50) }))
+	m.p99 = time.Duration(pick(func(r run) float64 { return float64(r.p99) }))
+	m.commandsPerAcq = pick(func(r run) float64 { return r.commandsPerAcq })
+	m.critical = time.Duration(pick(func(r run) float64 { return float64(r.critical) }))
+	m.contendedErrors = 0
+	m.wakes = lock.Stats{}
+	for _, r := range rs {
+		m.contendedErrors += r.contendedErrors
+		if r.uncontendedError != nil {
+			m.uncontendedError = r.uncontendedError
+		}
+		m.wakes.WakesByLocal += r.wakes.WakesByLocal
+		m.wakes.WakesByPublish += r.wakes.WakesByPublish
+		m.wakes.WakesByTimer += r.wakes.WakesByTimer
+		m.wakes.Subscribes += r.wakes.Subscribes
+		m.wakes.Unsubscribes += r.wakes.Unsubscribes
+	}
+	return m
+}
