@@ -125,7 +125,7 @@ func printTable(out io.Writer, runs []run, rtt time.Duration) {
 		}
 		name := r.name
 		if r.uncontendedError != nil || r.contendedErrors > 0 {
-			name += fmt.Sprintf(" (errors: %d contended, uncontended %v)", r.contendedErrors, r.uncontendedError)
+			name += fmt.Sprintf(" (errors: %d contended, first %v; uncontended %v)", r.contendedErrors, r.contendedError, r.uncontendedError)
 		}
 		limit := 1 / (r.critical + rtt).Seconds()
 		fmt.Fprintf(out, "| %s | %.0f | %.0f | %.0f | %v | %v | %.2f | %v | %.0f/s | %.0f%% | %s | %s | %s |\n",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type run struct {
 	p50, p99         time.Duration
 	commandsPerAcq   float64
 	contendedErrors  int
+	contendedError   error // the first
 	uncontendedError error
 	wakes            lock.Stats    // our locks' wake-ups in the contended run
 	critical         time.Duration // mean time the lock was really held per acquisition
@@ -150,6 +152,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	var latencies []time.Duration
 	var errs int
 	var held time.Duration
+	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range b.contenders {
@@ -163,8 +166,12 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 				t0 := time.Now()
 				release, err := acquire(ctx, key)
 				if err != nil {
-					if ctx.Err() == nil || !errors.Is(err, context.DeadlineExceeded) {
+					// An attempt cut by the end of the run is no failure; go-redis reports a
+					// read cut by the context's deadline as a network timeout.
+					var ne net.Error
+					if ctx.Err() == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
 						failed++
+						firstErr.CompareAndSwap(nil, &err)
 					}
 					continue
 				}
@@ -174,6 +181,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 				myHeld += time.Since(t1)
 				if err := release(context.WithoutCancel(ctx)); err != nil {
 					failed++
+					firstErr.CompareAndSwap(nil, &err)
 				}
 			}
 			mu.Lock()
@@ -187,6 +195,9 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	elapsed := time.Since(start)
 	n := len(latencies)
 	r.contendedErrors = errs
+	if e := firstErr.Load(); e != nil {
+		r.contendedError = *e
+	}
 	if n == 0 {
 		return
 	}
@@ -275,6 +286,9 @@ func median(rs []run) run {
 		m.contendedErrors += r.contendedErrors
 		if r.uncontendedError != nil {
 			m.uncontendedError = r.uncontendedError
+		}
+		if r.contendedError != nil {
+			m.contendedError = r.contendedError
 		}
 		m.wakes.WakesByLocal += r.wakes.WakesByLocal
 		m.wakes.WakesByPublish += r.wakes.WakesByPublish
