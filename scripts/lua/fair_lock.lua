@@ -17,12 +17,16 @@
 --          it (its message may have been lost), so do not count it as re-entry
 -- Returns the hold count (>= 1) when the caller holds the lock, else minus the lock's
 -- remaining time to live in ms (<= -1).
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now)) do
-  redis.call('LREM', KEYS[2], 0, w)
-  redis.call('ZREM', KEYS[3], w)
-  redis.call('HDEL', KEYS[4], w)
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', clock())) do
+    redis.call('LREM', KEYS[2], 0, w)
+    redis.call('ZREM', KEYS[3], w)
+    redis.call('HDEL', KEYS[4], w)
+  end
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   if ARGV[5] == '1' then
@@ -57,7 +61,7 @@ if tonumber(ARGV[4]) > 0 then
   if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
     redis.call('RPUSH', KEYS[2], ARGV[1])
   end
-  redis.call('ZADD', KEYS[3], now + tonumber(ARGV[4]), ARGV[1])
+  redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[4]), ARGV[1])
   redis.call('HSET', KEYS[4], ARGV[1], ARGV[3])
   -- Every refresh pushes the queue's expiry past the latest deadline, so a queue whose
   -- waiters all died disappears on its own.

@@ -16,6 +16,9 @@ if n > 0 then
   return n
 end
 redis.call('DEL', KEYS[1])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  return 0
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 while true do
