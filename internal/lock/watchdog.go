@@ -28,10 +28,10 @@ func newHold() *hold {
 // never unlocks leaks nothing once its lease has run out.
 func (h *hold) markLost() {
 	h.lostOnce.Do(func() {
-		close(h.lost)
 		if h.forget != nil {
-			h.forget()
+			h.forget() // first: whoever sees lost closed finds the hold gone
 		}
+		close(h.lost)
 	})
 }
 
