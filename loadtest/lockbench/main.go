@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,7 +42,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	sleep := fs.Bool("sleep", false, "hold the lock with time.Sleep(critical) instead of spinning (a short sleep lasts much longer than asked)")
 	contenders := fs.Int("contenders", 16, "goroutines contending for one key")
 	nRounds := fs.Int("rounds", 3, "rounds; each figure is the median over them")
-	only := fs.String("only", "", "run only the contestants whose name contains this")
+	only := fs.String("only", "", "run only the contestants whose name contains one of these comma-separated words")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,7 +69,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	var runs []run
 	var cs []contestant
 	for _, c := range contestants() {
-		if *only == "" || strings.Contains(c.name, *only) {
+		if *only == "" || slices.ContainsFunc(strings.Split(*only, ","), func(w string) bool { return strings.Contains(c.name, w) }) {
 			cs = append(cs, c)
 		}
 	}
