@@ -15,10 +15,11 @@ import (
 //
 // A lock's channel is subscribed while at least one local goroutine waits on it and
 // unsubscribed when the last one leaves, so the connection carries only the channels of
-// locks this process is waiting for. A message with an empty payload wakes one waiter of
-// the channel (the oldest not yet woken): every process that waits gets one message per
-// release and lets one goroutine try, instead of a thundering herd. A message naming an
-// owner (a FairLock handover) wakes that owner's waiter, if it is in this process.
+// locks this process is waiting for. A release message wakes one waiter of the channel (the
+// oldest not yet woken): every process that waits gets one message per release and lets one
+// goroutine try, instead of a thundering herd. A message naming an owner (a FairLock
+// handover) wakes that owner's waiter, if it is in this process. A release in this process
+// wakes its waiter directly (wakeLocal) and the process ignores its own message.
 type subscriber struct {
 	ps      *redis.PubSub
 	stats   *stats
