@@ -8,8 +8,10 @@ import (
 
 // FairLock is a ReentrantLock that serves waiters first come, first served across processes
 // (Redisson's getFairLock, used in article 001's test). A caller that fails and will wait
-// joins a queue in Redis; the final Unlock hands the lock straight to the first waiter, whose
-// owner it publishes, so the new holder starts work on the message without asking Redis again.
+// joins a queue in Redis; the final Unlock hands the lock straight to the first waiter, so the
+// new holder starts work without asking Redis again: woken by the releaser when it is in the
+// same process, else by the message naming it. (Should the releaser lose the reply, a waiter
+// of its process learns of the handover at its next refresh, within WaiterTimeout/3.)
 //
 // A waiter keeps its place by trying again at least every WaiterTimeout/3; one that stops
 // (its process died) is dropped from the queue after WaiterTimeout, so it cannot block the
