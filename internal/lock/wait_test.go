@@ -245,3 +245,51 @@ func TestNoSubscriptionLeft(t *testing.T) {
 		assert.Zero(t, left, "channel states left in the subscriber")
 	})
 }
+
+func TestWaitersShareOneSubscription(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := testCtx(t)
+			holder, waiters := newProc(t, srv, Options{}), newProc(t, srv, Options{})
+			names := []string{testenv.Unique("share-a-"), testenv.Unique("share-b-")}
+			sleeping := make(chan struct{}, 100)
+			waiters.c.hooks.waiting = func(string) { sleeping <- struct{}{} }
+			held := make([]*ReentrantLock, len(names))
+			for i, name := range names {
+				held[i] = holder.c.ReentrantLock(name)
+				take(t, held[i], 30*time.Second)
+			}
+			const perLock = 5
+			errc := make(chan error)
+			for _, name := range names {
+				for range perLock {
+					go func() {
+						l := waiters.c.ReentrantLock(name)
+						ok, err := l.TryLock(ctx, 20*time.Second, 30*time.Second)
+						if err == nil && !ok {
+							err = fmt.Errorf("waiter did not get %s", name)
+						}
+						if err == nil {
+							err = l.Unlock(ctx)
+						}
+						errc <- err
+					}()
+				}
+			}
+			for range len(names) * perLock {
+				<-sleeping
+			}
+			for _, name := range names {
+				got := numSub(t, srv, waiters.c.ReentrantLock(name).keys[1])
+				assert.Equal(t, int64(1), got, "connections subscribed to %s's channel: got %d, want 1", name, got)
+			}
+			assert.Equal(t, uint64(len(names)), waiters.c.Stats().Subscribes, "one SUBSCRIBE per lock waited on")
+			for _, l := range held {
+				require.NoError(t, l.Unlock(ctx))
+			}
+			for range len(names) * perLock {
+				require.NoError(t, <-errc)
+			}
+		})
+	}
+}
