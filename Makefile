@@ -27,3 +27,37 @@ mocks:
 
 mocks-check: mocks
 	@git diff --exit-code -- '*mock*' || (echo "mocks are stale: run make mocks and commit" && exit 1)
+
+## ---- load test (docs/loadtest.md) ----
+K6_VERSION ?= v1.8.1
+K6         ?= $(CURDIR)/.tools/bin/k6
+LOCK       ?= redis
+DURATION   ?= 30
+BASELINE   ?= 1
+
+.PHONY: loadtest loadtest-ci cluster-up cluster-down cluster-status compose-config k6
+
+## k6: install the pinned k6 into .tools/bin when absent (a tool, never imported: it is AGPL)
+k6: $(K6)
+$(K6):
+	GOBIN=$(dir $(K6)) $(GO) install go.k6.io/k6@$(K6_VERSION)
+
+## loadtest: cluster up -> k6 -> verify -> cluster down -> DB baseline; LOCK=local|none must detect the failure
+loadtest: $(K6)
+	LOCK=$(LOCK) DURATION=$(DURATION) BASELINE=$(BASELINE) K6=$(K6) scripts/loadtest.sh
+
+## loadtest-ci: ~30 s of load each for LOCK=redis (clean) and LOCK=local (failure detected), and the compose file
+loadtest-ci: $(K6) compose-config
+	$(MAKE) loadtest LOCK=redis DURATION=15 BASELINE=0
+	$(MAKE) loadtest LOCK=local DURATION=15 BASELINE=0
+
+cluster-up:
+	scripts/cluster.sh up
+cluster-down:
+	scripts/cluster.sh down
+cluster-status:
+	scripts/cluster.sh status
+
+## compose-config: validate docker-compose.yml (no Docker engine needed)
+compose-config:
+	docker-compose config -q

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# loadtest.sh — one load test end to end (what `make loadtest` runs):
+#   native cluster up (scripts/cluster.sh) → k6 (loadtest/k6/seckill.js) → verify → cluster down
+#   (always, also on failure or Ctrl-C) → DB baseline (optional).
+# It exits 0 only when the verdict is what the guard deserves: a clean run for a real lock, a
+# detected failure for LOCK=local or none (see docs/loadtest.md), and k6's thresholds held.
+#
+# Settings (environment; the Makefile passes its variables of the same names):
+#   LOCK            guard under test: redis (default), local, none, or any SECKILL_LOCK value
+#   EXPECT_FAILURE  1 when the guard is expected to let duplicates through (default: 1 for
+#                   local and none, 0 otherwise)
+#   DURATION        seconds of load per scenario (default 30; two scenarios run one after the other)
+#   ORDER_DELAY     SECKILL_ORDER_DELAY of the instances (default 5ms, see docs/loadtest.md)
+#   BASELINE        1: measure the DB baseline after the cluster is down (default 1)
+#   BASELINE_WORKERS, BASELINE_DURATION   (defaults 64 and 20s)
+#   DASHBOARD       1: export k6's web dashboard as HTML next to the summary (default 0)
+#   K6              the k6 binary (default .tools/bin/k6, which `make loadtest` installs)
+#   OUT             results directory (default run/loadtest/$LOCK)
+#   LOADTEST_DSN    go-sql-driver DSN of the service's database (created if missing)
+#   BASELINE_DSN    DSN of the baseline's own database (created if missing)
+# and the k6 script's knobs (STORM_RATE, STORM_BURST, SELLOUT_RATE, SELLOUT_STOCK, P99_MS) pass through.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+LOCK=${LOCK:-redis}
+case $LOCK in
+local | none) EXPECT_FAILURE=${EXPECT_FAILURE:-1} ;;
+*) EXPECT_FAILURE=${EXPECT_FAILURE:-0} ;;
+esac
+DURATION=${DURATION:-30}
+BASELINE=${BASELINE:-1}
+K6=${K6:-$ROOT/.tools/bin/k6}
+OUT=${OUT:-$ROOT/run/loadtest/$LOCK}
+LOADTEST_DSN=${LOADTEST_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
+BASELINE_DSN=${BASELINE_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_baseline?parseTime=true&loc=UTC'}
+ADMIN_TOKEN=loadtest-admin-token
+
+[[ -x $K6 ]] || {
+	echo "loadtest: no k6 at $K6 (make loadtest installs it: go install go.k6.io/k6@<pinned>)" >&2
+	exit 1
+}
+mkdir -p "$OUT"
+rm -f "$OUT"/{summary.json,orders.log,k6.txt,verdict.txt,baseline.txt,baseline.json,dashboard.html}
+
+export SECKILL_LOCK=$LOCK SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
+export SECKILL_ORDER_DELAY=${ORDER_DELAY:-5ms}
+
+# A cluster left over from an interrupted run would carry old metrics: start from nothing.
+scripts/cluster.sh down
+trap 'scripts/cluster.sh down' EXIT
+scripts/cluster.sh up
+
+echo "== k6: LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out, results in ${OUT#$ROOT/}"
+k6_env=(-e "LOCK=$LOCK" -e "DURATION=$DURATION" -e "ADMIN_TOKEN=$ADMIN_TOKEN" -e "SUMMARY=$OUT/summary.json")
+for v in STORM_RATE STORM_BURST SELLOUT_RATE SELLOUT_STOCK P99_MS USER_BASE; do
+	[[ -z ${!v:-} ]] || k6_env+=(-e "$v=${!v}")
+done
+if [[ ${DASHBOARD:-0} == 1 ]]; then
+	export K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_HOST=127.0.0.1 K6_WEB_DASHBOARD_EXPORT=$OUT/dashboard.html
+fi
+k6_status=0
+"$K6" run --quiet --no-color --log-format=json --console-output="$OUT/orders.log" \
+	"${k6_env[@]}" loadtest/k6/seckill.js 2>"$OUT/k6.stderr" | tee "$OUT/k6.txt" || k6_status=$?
+if [[ $k6_status -ne 0 ]]; then
+	tail -20 "$OUT/k6.stderr" >&2
+	echo "loadtest: k6 exited $k6_status (99: a threshold failed)" >&2
+fi
+
+echo "== verify"
+verify_args=(-dsn "$LOADTEST_DSN" -summary "$OUT/summary.json" -orders "$OUT/orders.log" -instances-file run/cluster/instances)
+[[ $EXPECT_FAILURE == 1 ]] && verify_args+=(-expect-failure)
+verify_status=0
+bin/harness verify "${verify_args[@]}" | tee "$OUT/verdict.txt" || verify_status=$?
+
+scripts/cluster.sh down
+trap - EXIT
+
+if [[ $BASELINE == 1 ]]; then
+	echo "== DB baseline (cluster stopped; the same MariaDB)"
+	bin/harness baseline -dsn "$BASELINE_DSN" -workers "${BASELINE_WORKERS:-64}" -duration "${BASELINE_DURATION:-20s}" \
+		-k6-summary "$OUT/summary.json" -out "$OUT/baseline.json" | tee "$OUT/baseline.txt"
+fi
+
+if [[ $k6_status -ne 0 || $verify_status -ne 0 ]]; then
+	echo "loadtest: FAILED (LOCK=$LOCK: k6 exit $k6_status, verify exit $verify_status)" >&2
+	exit 1
+fi
+echo "loadtest: OK (LOCK=$LOCK$([[ $EXPECT_FAILURE == 1 ]] && echo ', failure expected and detected'))"
