@@ -18,7 +18,8 @@
 #   OUT             results directory (default run/loadtest/$LOCK)
 #   LOADTEST_DSN    go-sql-driver DSN of the service's database (created if missing)
 #   BASELINE_DSN    DSN of the baseline's own database (created if missing)
-# and the k6 script's knobs (STORM_RATE, STORM_BURST, SELLOUT_RATE, SELLOUT_STOCK, P99_MS) pass through.
+# and the k6 script's knobs (STORM_RATE, STORM_BURST, SELLOUT_RATE, SELLOUT_STOCK, STORM_P99_MS,
+# SELLOUT_P99_MS, USER_BASE) pass through.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -52,9 +53,10 @@ scripts/cluster.sh down
 trap 'scripts/cluster.sh down' EXIT
 scripts/cluster.sh up
 
+echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before the load)"
 echo "== k6: LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out, results in ${OUT#$ROOT/}"
 k6_env=(-e "LOCK=$LOCK" -e "DURATION=$DURATION" -e "ADMIN_TOKEN=$ADMIN_TOKEN" -e "SUMMARY=$OUT/summary.json")
-for v in STORM_RATE STORM_BURST SELLOUT_RATE SELLOUT_STOCK P99_MS USER_BASE; do
+for v in STORM_RATE STORM_BURST SELLOUT_RATE SELLOUT_STOCK STORM_P99_MS SELLOUT_P99_MS USER_BASE; do
 	[[ -z ${!v:-} ]] || k6_env+=(-e "$v=${!v}")
 done
 if [[ ${DASHBOARD:-0} == 1 ]]; then
@@ -68,6 +70,7 @@ if [[ $k6_status -ne 0 ]]; then
 	echo "loadtest: k6 exited $k6_status (99: a threshold failed)" >&2
 fi
 
+echo "== machine: $(uptime | sed 's/.*load average/load average/') (right after k6)"
 echo "== verify"
 verify_args=(-dsn "$LOADTEST_DSN" -summary "$OUT/summary.json" -orders "$OUT/orders.log" -instances-file run/cluster/instances)
 [[ $EXPECT_FAILURE == 1 ]] && verify_args+=(-expect-failure)

@@ -112,8 +112,12 @@ func selloutOrdersPerSec(path string) (float64, error) {
 	return v, nil
 }
 
-// baselineUsers keeps user ids unique across measurements of one process.
-var baselineUsers atomic.Int64
+// baselineUsers and baselineIDs keep user and order ids unique across the measurements of one
+// process (each measurement has its own voucher, but ids are global).
+var (
+	baselineUsers atomic.Int64
+	baselineIDs   counterIDs
+)
 
 // measureBaseline creates a voucher with more stock than can sell in d, then runs workers
 // goroutines placing orders of distinct users for d.
@@ -124,13 +128,14 @@ func measureBaseline(ctx context.Context, db *sql.DB, workers int, d, delay time
 	if err != nil {
 		return baselineResult{}, err
 	}
-	ids := newCounterIDs()
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+	// Workers stop starting transactions at the deadline but finish the one they are in, so
+	// every counted order is committed and every committed order is counted.
+	deadline := time.Now().Add(d)
 	var (
 		mu        sync.Mutex
 		latencies []time.Duration
 		firstErr  error
+		failed    atomic.Bool
 		wg        sync.WaitGroup
 	)
 	start := time.Now()
@@ -139,17 +144,13 @@ func measureBaseline(ctx context.Context, db *sql.DB, workers int, d, delay time
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
-			for ctx.Err() == nil {
+			for time.Now().Before(deadline) && !failed.Load() && ctx.Err() == nil {
 				t := time.Now()
-				err := placeOrder(ctx, db, baselineUsers.Add(1), voucherID, ids.next(), delay)
-				if ctx.Err() != nil {
-					break // cut off by the deadline: neither counted nor an error
-				}
-				if err != nil {
+				if err := placeOrder(ctx, db, baselineUsers.Add(1), voucherID, baselineIDs.next(), delay); err != nil {
 					mu.Lock()
 					firstErr = cmpOr(firstErr, err)
 					mu.Unlock()
-					cancel()
+					failed.Store(true)
 					break
 				}
 				mine = append(mine, time.Since(t))
@@ -163,6 +164,9 @@ func measureBaseline(ctx context.Context, db *sql.DB, workers int, d, delay time
 	elapsed := time.Since(start)
 	if firstErr != nil {
 		return baselineResult{}, fmt.Errorf("baseline: %w", firstErr)
+	}
+	if err := ctx.Err(); err != nil {
+		return baselineResult{}, fmt.Errorf("baseline: %w", err)
 	}
 	slices.Sort(latencies)
 	pct := func(p float64) float64 {
@@ -257,14 +261,13 @@ func placeOrder(ctx context.Context, db *sql.DB, userID, voucherID, orderID int6
 }
 
 // counterIDs mimics the service's id layout (seconds since an epoch << 32 | a sequence) with
-// an in-process counter instead of Redis INCR: the baseline measures the database alone.
-type counterIDs struct {
-	epoch int64
-	seq   atomic.Int64
-}
+// an in-process counter instead of Redis INCR: the baseline measures the database alone. The
+// sequence never restarts within a process, and two processes never share a second of ids
+// because each measurement runs for seconds.
+type counterIDs struct{ seq atomic.Int64 }
 
-func newCounterIDs() *counterIDs { return &counterIDs{epoch: time.Now().Unix()} }
+var baselineEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
 
 func (c *counterIDs) next() int64 {
-	return (time.Now().Unix()-c.epoch+1)<<32 | c.seq.Add(1)
+	return (time.Now().Unix()-baselineEpoch)<<32 | (c.seq.Add(1) & (1<<32 - 1))
 }

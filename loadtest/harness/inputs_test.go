@@ -109,3 +109,15 @@ func TestInstanceURLs(t *testing.T) {
 	_, err = instanceURLs("", "")
 	assert.Error(t, err)
 }
+
+func TestCreateDatabaseRefusesUnsafeNames(t *testing.T) {
+	for _, dsn := range []string{
+		"root:@tcp(127.0.0.1:1)/",              // no name
+		"root:@tcp(127.0.0.1:1)/a-b",           // not an identifier we splice
+		"root:@tcp(127.0.0.1:1)/x`; DROP x; `", // injection
+	} {
+		_, err := createDatabase(t.Context(), dsn)
+		require.Error(t, err, dsn)
+		assert.Contains(t, err.Error(), "database name", dsn)
+	}
+}
