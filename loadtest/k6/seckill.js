@@ -21,7 +21,7 @@
 //   DURATION        seconds of load per scenario (30)
 //   STORM_RATE      new users per second in the storm (40)
 //   STORM_BURST     concurrent orders per storm user (8)
-//   SELLOUT_RATE    users (= requests) per second in the sell-out (400)
+//   SELLOUT_RATE    users (= requests) per second in the sell-out (300)
 //   SELLOUT_STOCK   stock of the sell-out voucher (SELLOUT_RATE*DURATION/5)
 //   USER_BASE       first user id (1000000000; storm users count up from it, sell-out users
 //                   from USER_BASE+50000000)
@@ -53,7 +53,7 @@ const ADMIN_TOKEN = env('ADMIN_TOKEN', 'loadtest-admin-token');
 const DURATION = num('DURATION', 30);
 const STORM_RATE = num('STORM_RATE', 40);
 const STORM_BURST = num('STORM_BURST', 8);
-const SELLOUT_RATE = num('SELLOUT_RATE', 400);
+const SELLOUT_RATE = num('SELLOUT_RATE', 300);
 const SELLOUT_STOCK = num('SELLOUT_STOCK', Math.max(1, Math.floor((SELLOUT_RATE * DURATION) / 5)));
 const USER_BASE = num('USER_BASE', 1000000000);
 const SELLOUT_USER_OFFSET = 50000000;
@@ -100,8 +100,8 @@ export const options = {
       rate: SELLOUT_RATE,
       timeUnit: '1s',
       duration: `${DURATION}s`,
-      preAllocatedVUs: Math.ceil(SELLOUT_RATE / 4),
-      maxVUs: Math.ceil(SELLOUT_RATE * 2),
+      preAllocatedVUs: Math.ceil(SELLOUT_RATE),
+      maxVUs: Math.ceil(SELLOUT_RATE * 5),
       gracefulStop: '10s',
     },
   },
