@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 )
 
 const usage = `usage: seckill <command> [flags]
@@ -16,18 +20,25 @@ commands:
 
 // run is the whole program: main only calls it, and tests call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	cmd, rest := "serve", []string(nil)
-	if len(args) > 1 {
+	if len(args) > 1 && !strings.HasPrefix(args[1], "-") {
 		cmd, rest = args[1], args[2:]
+	} else if len(args) > 1 {
+		rest = args[1:]
 	}
 	switch cmd {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "serve":
+		return runServe(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, rest, getenv, stdout, stderr)
 	default:
-		_ = ctx
-		_ = getenv
-		_ = rest
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
