@@ -113,7 +113,8 @@ cmd_up() {
 	(cd "$ROOT" && "$GO" build -o bin/seckill ./cmd/seckill && "$GO" build -o bin/harness ./loadtest/harness)
 
 	log "database: create if missing, migrate"
-	"$ROOT/bin/harness" createdb -dsn "$SECKILL_MYSQL_DSN"
+	# Each instance's pool opens up to 64 MySQL connections (cmd/seckill/instance.go).
+	"$ROOT/bin/harness" createdb -dsn "$SECKILL_MYSQL_DSN" -need-connections $((INSTANCES * 64 + 2))
 	"$ROOT/bin/seckill" migrate >"$RUN_DIR/migrate.log" 2>&1 || {
 		cat "$RUN_DIR/migrate.log" >&2
 		die "migrate failed"
@@ -172,39 +173,37 @@ cmd_down() {
 	done
 }
 
+# status_line PART PIDFILE PATTERN ADDR PATH: one row of `status`; fails if the part is down.
+status_line() {
+	local part=$1 pidfile=$2 pattern=$3 addr=$4 path=$5 state rc=0
+	if ! alive "$pidfile" "$pattern"; then
+		state=stopped
+		rc=1
+	elif curl -fsS -o /dev/null --max-time 2 "http://$addr$path"; then
+		state="ready ($path 200)"
+	else
+		state="NOT READY ($path failed)"
+		rc=1
+	fi
+	printf '%-12s %-8s %-18s %s\n' "$part" "$(cat "$pidfile" 2>/dev/null || echo -)" "$addr" "$state"
+	return $rc
+}
+
 cmd_status() {
-	local ok=0 f i url state
-	printf '%-12s %-8s %-26s %s\n' PART PID ADDRESS HEALTH
+	local ok=0 f i
+	if [[ -z $(compgen -G "$RUN_DIR/*.pid") ]]; then
+		echo "cluster is down (no pid files in $RUN_DIR)"
+		return 1
+	fi
+	printf '%-12s %-8s %-18s %s\n' PART PID ADDRESS HEALTH
 	for f in "$RUN_DIR"/seckill-*.pid; do
 		[[ -e $f ]] || continue
 		i=${f##*/seckill-}
 		i=${i%.pid}
-		url="http://127.0.0.1:$(instance_port "$i")"
-		if ! alive "$f" bin/seckill; then
-			state=stopped
-			ok=1
-		elif curl -fsS -o /dev/null --max-time 2 "$url/readyz"; then
-			state="ready (/readyz 200)"
-		else
-			state="NOT READY (/readyz failed)"
-			ok=1
-		fi
-		printf '%-12s %-8s %-26s %s\n' "seckill-$i" "$(cat "$f" 2>/dev/null || echo -)" "${url#http://}" "$state"
+		status_line "seckill-$i" "$f" bin/seckill "127.0.0.1:$(instance_port "$i")" /readyz || ok=1
 	done
-	if [[ -e $RUN_DIR/nginx.pid ]]; then
-		if ! alive "$RUN_DIR/nginx.pid" nginx; then
-			state=stopped
-			ok=1
-		elif curl -fsS -o /dev/null --max-time 2 "http://$NGINX_ADDR/healthz"; then
-			state="ready (/healthz via upstream 200)"
-		else
-			state="NOT READY (/healthz via upstream failed)"
-			ok=1
-		fi
-		printf '%-12s %-8s %-26s %s\n' nginx "$(cat "$RUN_DIR/nginx.pid" 2>/dev/null || echo -)" "$NGINX_ADDR" "$state"
-	else
-		[[ -n $(compgen -G "$RUN_DIR/seckill-*.pid") ]] || { echo "cluster is down (no pid files in $RUN_DIR)"; return 1; }
-	fi
+	# Through nginx: /healthz of whichever instance round-robin picks.
+	status_line nginx "$RUN_DIR/nginx.pid" nginx "$NGINX_ADDR" /healthz || ok=1
 	return $ok
 }
 

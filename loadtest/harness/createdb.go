@@ -19,6 +19,7 @@ func runCreateDB(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("createdb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dsn := fs.String("dsn", "", "go-sql-driver DSN naming the database to create")
+	need := fs.Int("need-connections", 0, "warn when the server has fewer free connections than this")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -27,7 +28,35 @@ func runCreateDB(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	fmt.Fprintf(stdout, "database %s ready\n", name)
+	if *need > 0 {
+		free, max, err := freeConnections(ctx, *dsn)
+		if err != nil {
+			return err
+		}
+		if free < *need {
+			fmt.Fprintf(stderr, "WARNING: the server has %d of max_connections=%d free, the cluster may open %d: "+
+				"under load some orders will fail with 503 (Error 1040: Too many connections)\n", free, max, *need)
+		}
+	}
 	return nil
+}
+
+// freeConnections reports how many more connections the server accepts, and its limit.
+func freeConnections(ctx context.Context, dsn string) (free, max int, err error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return 0, 0, fmt.Errorf("createdb: %w", err)
+	}
+	defer db.Close()
+	var name string
+	var used int
+	if err := db.QueryRowContext(ctx, "SELECT @@max_connections").Scan(&max); err != nil {
+		return 0, 0, fmt.Errorf("createdb: max_connections: %w", err)
+	}
+	if err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Threads_connected'").Scan(&name, &used); err != nil {
+		return 0, 0, fmt.Errorf("createdb: threads connected: %w", err)
+	}
+	return max - used, max, nil
 }
 
 // createDatabase creates the database that dsn names, if missing, and returns its name.
