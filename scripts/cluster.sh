@@ -44,8 +44,7 @@ alive() {
 	local pidfile=$1 pattern=$2 pid
 	[[ -s $pidfile ]] || return 1
 	pid=$(<"$pidfile")
-	[[ -r /proc/$pid/cmdline ]] || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$pattern"
+	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$pattern"
 }
 
 # stop PIDFILE PATTERN NAME: SIGTERM (graceful: in-flight orders finish), SIGKILL after 15 s.
@@ -69,12 +68,14 @@ stop() {
 	log "stopped $name (pid $pid)"
 }
 
-# wait_http URL SECONDS PIDFILE PATTERN: poll until URL answers 2xx or the process died.
+# wait_http URL SECONDS PIDFILE: poll until URL answers 2xx or the process died. (kill -0, not
+# alive: just after `cmd &` the child may not have exec'd yet and still looks like bash.)
 wait_http() {
-	local url=$1 secs=$2 pidfile=$3 pattern=$4 i
+	local url=$1 secs=$2 pid i
+	pid=$(<"$3")
 	for ((i = 0; i < secs * 10; i++)); do
 		curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
-		alive "$pidfile" "$pattern" || return 1
+		kill -0 "$pid" 2>/dev/null || return 1
 		sleep 0.1
 	done
 	return 1
@@ -131,7 +132,7 @@ cmd_up() {
 	done
 	for ((i = 1; i <= INSTANCES; i++)); do
 		port=$(instance_port "$i")
-		wait_http "http://127.0.0.1:$port/readyz" 30 "$RUN_DIR/seckill-$i.pid" bin/seckill || {
+		wait_http "http://127.0.0.1:$port/readyz" 30 "$RUN_DIR/seckill-$i.pid" || {
 			tail -20 "$RUN_DIR/seckill-$i.log" >&2
 			cmd_down
 			die "instance $i on :$port did not become ready (log: $RUN_DIR/seckill-$i.log)"
@@ -155,7 +156,7 @@ cmd_up() {
 	"$(nginx_bin)" -t -q "${nginx_args[@]}" || die "nginx config test failed"
 	nohup "$(nginx_bin)" "${nginx_args[@]}" >"$n/logs/stdout.log" 2>&1 </dev/null &
 	echo $! >"$RUN_DIR/nginx.pid"
-	wait_http "http://$NGINX_ADDR/healthz" 10 "$RUN_DIR/nginx.pid" nginx || {
+	wait_http "http://$NGINX_ADDR/healthz" 10 "$RUN_DIR/nginx.pid" || {
 		tail -20 "$n/logs/error.log" >&2
 		cmd_down
 		die "nginx did not come up on $NGINX_ADDR"
