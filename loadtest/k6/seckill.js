@@ -26,7 +26,8 @@
 //   USER_BASE       first user id (1000000000; storm users count up from it, sell-out users
 //                   from USER_BASE+50000000)
 //   STORM_P99_MS    p99 latency threshold of the storm, milliseconds (2000; see docs/loadtest.md)
-//   SELLOUT_P99_MS  p99 latency threshold of the sell-out, milliseconds (3000; see docs/loadtest.md)
+//   SELLOUT_P99_MS  p99 latency threshold of the sell-out, milliseconds (5000; see docs/loadtest.md)
+//   EXPECT_FAILURE  1 when a broken guard is under test: no latency thresholds (0)
 //   LOCK            the guard under test, only recorded in the summary (redis)
 //   SUMMARY         where handleSummary writes its JSON (run/loadtest/summary.json)
 // Orders answered 201 are logged one JSON line each with console.log: run k6 with
@@ -58,7 +59,10 @@ const SELLOUT_STOCK = num('SELLOUT_STOCK', Math.max(1, Math.floor((SELLOUT_RATE 
 const USER_BASE = num('USER_BASE', 1000000000);
 const SELLOUT_USER_OFFSET = 50000000;
 const STORM_P99_MS = num('STORM_P99_MS', 2000);
-const SELLOUT_P99_MS = num('SELLOUT_P99_MS', 3000);
+const SELLOUT_P99_MS = num('SELLOUT_P99_MS', 5000);
+// With a broken guard on purpose (LOCK=local|none) every duplicate reaches the database, which is
+// slower by design: the latency bounds then do not apply; the correctness thresholds still do.
+const EXPECT_FAILURE = env('EXPECT_FAILURE', '0') === '1';
 const LOCK = env('LOCK', 'redis');
 const SUMMARY = env('SUMMARY', 'run/loadtest/summary.json');
 
@@ -109,13 +113,19 @@ export const options = {
   batch: STORM_BURST,
   batchPerHost: STORM_BURST,
   summaryTrendStats: ['avg', 'min', 'med', 'p(90)', 'p(95)', 'p(99)', 'max'],
-  thresholds: {
-    server_errors: ['count==0'],
-    http_req_failed: ['rate==0'],
-    checks: ['rate==1'],
-    'http_req_duration{scenario:storm}': [`p(99)<${STORM_P99_MS}`],
-    'http_req_duration{scenario:sellout}': [`p(99)<${SELLOUT_P99_MS}`],
-  },
+  thresholds: Object.assign(
+    {
+      server_errors: ['count==0'],
+      http_req_failed: ['rate==0'],
+      checks: ['rate==1'],
+    },
+    EXPECT_FAILURE
+      ? {}
+      : {
+          'http_req_duration{scenario:storm}': [`p(99)<${STORM_P99_MS}`],
+          'http_req_duration{scenario:sellout}': [`p(99)<${SELLOUT_P99_MS}`],
+        },
+  ),
 };
 
 function createVoucher(scenario, stamp, stock) {
