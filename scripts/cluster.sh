@@ -18,7 +18,7 @@
 #   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379)
 #   SECKILL_ADMIN_TOKEN (default loadtest-admin-token)
 #   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY   passed to every instance
-#                       (defaults redis, 10s, 5ms — see docs/loadtest.md for the delay)
+#                       (defaults redis, 10s, 0s — see docs/loadtest.md for the delay)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,7 +33,7 @@ export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-loadtest-admin-token}
 export SECKILL_LOCK=${SECKILL_LOCK:-redis}
 export SECKILL_LOCK_TTL=${SECKILL_LOCK_TTL:-10s}
-export SECKILL_ORDER_DELAY=${SECKILL_ORDER_DELAY:-5ms}
+export SECKILL_ORDER_DELAY=${SECKILL_ORDER_DELAY:-0s}
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
