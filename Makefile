@@ -35,7 +35,7 @@ LOCK       ?= redis
 DURATION   ?= 30
 BASELINE   ?= 1
 
-.PHONY: loadtest loadtest-ci cluster-up cluster-down cluster-status compose-config k6
+.PHONY: loadtest loadtest-ci loadtest-docker cluster-up cluster-down cluster-status compose-config k6
 
 ## k6: install the pinned k6 into .tools/bin when absent (a tool, never imported: it is AGPL)
 k6: $(K6)
@@ -51,6 +51,13 @@ loadtest: $(K6)
 loadtest-ci: $(K6) compose-config
 	SELLOUT_RATE=200 $(MAKE) loadtest LOCK=redis DURATION=15 BASELINE=0
 	SELLOUT_RATE=200 $(MAKE) loadtest LOCK=local DURATION=15 BASELINE=0
+
+## loadtest-docker: k6 and verify against `docker compose up` (docker-compose.yml); start it with
+## the same SECKILL_LOCK as LOCK here. Not run on our machines: they have no Docker engine.
+loadtest-docker: $(K6)
+	CLUSTER=external LOCK=$(LOCK) DURATION=$(DURATION) BASELINE=0 K6=$(K6) \
+	LOADTEST_DSN='seckill:seckill@tcp(127.0.0.1:13306)/seckill?parseTime=true&loc=UTC' \
+	INSTANCES=http://127.0.0.1:18081,http://127.0.0.1:18082 scripts/loadtest.sh
 
 cluster-up:
 	scripts/cluster.sh up

@@ -17,6 +17,10 @@
 #                   two pools open up to 128 connections, so 128 is the service's own concurrency)
 #   DASHBOARD       1: export k6's web dashboard as HTML next to the summary (default 0)
 #   K6              the k6 binary (default .tools/bin/k6, which `make loadtest` installs)
+#   CLUSTER         native (default): scripts/cluster.sh starts and stops the topology;
+#                   external: it already runs (docker compose up): use LOADTEST_DSN and
+#                   INSTANCES as given, start and stop nothing (LOCK must match the running one)
+#   INSTANCES       with CLUSTER=external: comma-separated base URLs of the instances (/metrics)
 #   OUT             results directory (default run/loadtest/$LOCK)
 #   LOADTEST_DSN    go-sql-driver DSN of the service's database (created if missing)
 #   BASELINE_DSN    DSN of the baseline's own database (created if missing)
@@ -50,10 +54,25 @@ rm -f "$OUT"/{summary.json,orders.log,k6.txt,verdict.txt,baseline.txt,baseline.j
 export SECKILL_LOCK=$LOCK SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
 export SECKILL_ORDER_DELAY=${ORDER_DELAY:-0s}
 
-# A cluster left over from an interrupted run would carry old metrics: start from nothing.
-scripts/cluster.sh down
-trap 'scripts/cluster.sh down' EXIT
-scripts/cluster.sh up
+CLUSTER=${CLUSTER:-native}
+case $CLUSTER in
+native)
+	# A cluster left over from an interrupted run would carry old metrics: start from nothing.
+	scripts/cluster.sh down
+	trap 'scripts/cluster.sh down' EXIT
+	scripts/cluster.sh up
+	instances=(-instances-file run/cluster/instances)
+	;;
+external)
+	[[ -n ${INSTANCES:-} ]] || { echo "loadtest: CLUSTER=external needs INSTANCES (base URLs of the instances)" >&2; exit 1; }
+	(cd "$ROOT" && go build -o bin/harness ./loadtest/harness)
+	instances=(-instances "$INSTANCES")
+	;;
+*)
+	echo "loadtest: CLUSTER=$CLUSTER: want native or external" >&2
+	exit 1
+	;;
+esac
 
 echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before the load)"
 echo "== k6: LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out, results in ${OUT#$ROOT/}"
@@ -74,13 +93,15 @@ fi
 
 echo "== machine: $(uptime | sed 's/.*load average/load average/') (right after k6)"
 echo "== verify"
-verify_args=(-dsn "$LOADTEST_DSN" -summary "$OUT/summary.json" -orders "$OUT/orders.log" -instances-file run/cluster/instances)
+verify_args=(-dsn "$LOADTEST_DSN" -summary "$OUT/summary.json" -orders "$OUT/orders.log" "${instances[@]}")
 [[ $EXPECT_FAILURE == 1 ]] && verify_args+=(-expect-failure)
 verify_status=0
 bin/harness verify "${verify_args[@]}" | tee "$OUT/verdict.txt" || verify_status=$?
 
-scripts/cluster.sh down
-trap - EXIT
+if [[ $CLUSTER == native ]]; then
+	scripts/cluster.sh down
+	trap - EXIT
+fi
 
 if [[ $BASELINE == 1 ]]; then
 	echo "== DB baseline (cluster stopped; the same MariaDB)"
