@@ -114,8 +114,8 @@ cmd_up() {
 	(cd "$ROOT" && "$GO" build -o bin/seckill ./cmd/seckill && "$GO" build -o bin/harness ./loadtest/harness)
 
 	log "database: create if missing, migrate"
-	# Each instance's pool opens up to 64 MySQL connections (cmd/seckill/instance.go).
-	"$ROOT/bin/harness" createdb -dsn "$SECKILL_MYSQL_DSN" -need-connections $((INSTANCES * 64 + 2))
+	# Each instance's pool opens up to 32 MySQL connections (cmd/seckill/instance.go).
+	"$ROOT/bin/harness" createdb -dsn "$SECKILL_MYSQL_DSN" -need-connections $((INSTANCES * 32 + 2))
 	"$ROOT/bin/seckill" migrate >"$RUN_DIR/migrate.log" 2>&1 || {
 		cat "$RUN_DIR/migrate.log" >&2
 		die "migrate failed"

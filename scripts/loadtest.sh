@@ -13,8 +13,8 @@
 #   ORDER_DELAY     SECKILL_ORDER_DELAY of the instances (default 0s: the race shows without it
 #                   on MariaDB; see docs/loadtest.md)
 #   BASELINE        1: measure the DB baseline after the cluster is down (default 1)
-#   BASELINE_WORKERS, BASELINE_DURATION   (defaults 16,64,128 and 10s each; the instances'
-#                   two pools open up to 128 connections, so 128 is the service's own concurrency)
+#   BASELINE_WORKERS, BASELINE_DURATION   (defaults 16,64 and 10s each; the instances'
+#                   two pools open up to 64 connections, so 64 is the service's own concurrency)
 #   DASHBOARD       1: export k6's web dashboard as HTML next to the summary (default 0)
 #   K6              the k6 binary (default .tools/bin/k6, which `make loadtest` installs)
 #   CLUSTER         native (default): scripts/cluster.sh starts and stops the topology;
@@ -105,7 +105,7 @@ fi
 
 if [[ $BASELINE == 1 ]]; then
 	echo "== DB baseline (cluster stopped; the same MariaDB)"
-	bin/harness baseline -dsn "$BASELINE_DSN" -workers "${BASELINE_WORKERS:-16,64,128}" -duration "${BASELINE_DURATION:-10s}" \
+	bin/harness baseline -dsn "$BASELINE_DSN" -workers "${BASELINE_WORKERS:-16,64}" -duration "${BASELINE_DURATION:-10s}" \
 		-k6-summary "$OUT/summary.json" -out "$OUT/baseline.json" | tee "$OUT/baseline.txt"
 fi
 

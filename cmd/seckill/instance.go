@@ -32,7 +32,7 @@ type instance struct {
 
 // newInstance wires one instance over st with the guard cfg.lock.
 func newInstance(ctx context.Context, log *slog.Logger, cfg config, st *stores) (*instance, error) {
-	db, err := st.openDB(ctx, database.Pool{MaxOpen: 64, MaxIdle: 64})
+	db, err := st.openDB(ctx, database.Pool{MaxOpen: 32, MaxIdle: 32})
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -23,11 +25,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmd, rest := "serve", []string(nil)
-	if len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+	if len(args) > 1 && (!strings.HasPrefix(args[1], "-") || args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
 		cmd, rest = args[1], args[2:]
 	} else if len(args) > 1 {
 		rest = args[1:]
 	}
+	err := dispatch(ctx, cmd, rest, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h: the flag set printed the usage
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, cmd string, rest []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)

@@ -34,7 +34,7 @@ func placeOrder(log *slog.Logger, orders Orders) gin.HandlerFunc {
 			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "voucher id must be a positive integer")
 			return
 		}
-		id, err := orders.Place(c, userID, voucherID)
+		id, err := orders.Place(c.Request.Context(), userID, voucherID)
 		if err != nil {
 			writeServiceError(c, log, err)
 			return

@@ -49,7 +49,6 @@ func NewServer(log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) h
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
-	r.ContextWithFallback = true
 	r.Use(recoverJSON(log), limitBody(cfg.MaxBodyBytes))
 	routes(r, log, cfg, vouchers, orders)
 	return r

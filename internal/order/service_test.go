@@ -187,7 +187,10 @@ func TestPlaceUnlocksAfterClientHangsUp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
 	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error { cancel(); return context.Canceled })
+		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error {
+			cancel()
+			return context.Canceled
+		})
 	f.lock.EXPECT().Unlock(mock.Anything).RunAndReturn(func(ctx context.Context) error {
 		assert.NoError(t, ctx.Err(), "unlock context must outlive the request")
 		return nil
