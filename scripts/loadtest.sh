@@ -75,7 +75,7 @@ external)
 esac
 
 echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before the load)"
-echo "== k6: LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out, results in ${OUT#$ROOT/}"
+echo "== k6: LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out, results in ${OUT#"$ROOT"/}"
 k6_env=(-e "LOCK=$LOCK" -e "EXPECT_FAILURE=$EXPECT_FAILURE" -e "DURATION=$DURATION" -e "ADMIN_TOKEN=$ADMIN_TOKEN" -e "SUMMARY=$OUT/summary.json")
 for v in STORM_RATE STORM_BURST SELLOUT_RATE SELLOUT_STOCK STORM_P99_MS SELLOUT_P99_MS USER_BASE; do
 	[[ -z ${!v:-} ]] || k6_env+=(-e "$v=${!v}")
