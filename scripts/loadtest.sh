@@ -86,6 +86,10 @@ fi
 k6_status=0
 "$K6" run --quiet --no-color --log-format=json --console-output="$OUT/orders.log" \
 	"${k6_env[@]}" loadtest/k6/seckill.js 2>"$OUT/k6.stderr" | tee "$OUT/k6.txt" || k6_status=$?
+if [[ $k6_status -eq 130 ]]; then
+	echo "loadtest: interrupted" >&2
+	exit 130 # the EXIT trap stops the cluster
+fi
 if [[ $k6_status -ne 0 ]]; then
 	tail -20 "$OUT/k6.stderr" >&2
 	echo "loadtest: k6 exited $k6_status (99: a threshold failed)" >&2
