@@ -19,15 +19,16 @@ type voucherFacts struct {
 type facts struct {
 	Lock            string
 	Vouchers        []voucherFacts
-	UniqueKey       bool  // uk_user_voucher exists and is unique
-	DuplicateGroups int64 // (user_id, voucher_id) pairs with more than one row
-	Orders201       int   // 201 answers k6 logged
-	Missing201      int   // of those, ids absent from voucher_orders
-	WrongOwner201   int   // of those, ids present with another user or voucher
-	Repeated201     int   // (user, voucher) pairs answered 201 more than once
-	Unanswered      int64 // rows of the run's vouchers whose id k6 never saw answered 201
-	Instances       int   // instances whose /metrics were read
-	Metrics         map[string]float64
+	UniqueKey       bool               // uk_user_voucher exists and is unique
+	DuplicateGroups int64              // (user_id, voucher_id) pairs with more than one row
+	Orders201       int                // 201 answers k6 logged
+	Missing201      int                // of those, ids absent from voucher_orders
+	WrongOwner201   int                // of those, ids present with another user or voucher
+	Repeated201     int                // (user, voucher) pairs answered 201 more than once
+	Unanswered      int64              // rows of the run's vouchers whose id k6 never saw answered 201
+	Instances       int                // instances whose /metrics were read
+	Metrics         map[string]float64 // seckill_orders_total by result, summed over the instances
+	PerInstance     []float64          // seckill_orders_total of each instance, all results
 }
 
 // kind separates the checks a broken lock is expected to fail from those that hold whatever
@@ -124,6 +125,13 @@ func printVerdict(w io.Writer, f facts, cs []checkResult, expectFailure bool) bo
 			parts = append(parts, k+"="+fmtFloat(f.Metrics[k]))
 		}
 		fmt.Fprintf(w, "seckill_orders_total over %d instances: %s\n", f.Instances, strings.Join(parts, " "))
+	}
+	if len(f.PerInstance) > 0 {
+		parts := make([]string, 0, len(f.PerInstance))
+		for i, n := range f.PerInstance {
+			parts = append(parts, fmt.Sprintf("#%d %s", i+1, fmtFloat(n)))
+		}
+		fmt.Fprintf(w, "order requests served per instance (round-robin): %s\n", strings.Join(parts, ", "))
 	}
 	ok, msg := verdict(cs, expectFailure)
 	fmt.Fprintln(w, "VERDICT:", msg)

@@ -16,10 +16,11 @@ func cleanFacts() facts {
 			{k6Voucher: k6Voucher{Scenario: "storm", ID: 1, Stock: 1200}, StockLeft: 0, Orders: 1200},
 			{k6Voucher: k6Voucher{Scenario: "sellout", ID: 2, Stock: 900}, StockLeft: 0, Orders: 900},
 		},
-		UniqueKey: true,
-		Orders201: 2100,
-		Instances: 2,
-		Metrics:   map[string]float64{"created": 2100, "duplicate_blocked_by_db": 0},
+		UniqueKey:   true,
+		Orders201:   2100,
+		Instances:   2,
+		Metrics:     map[string]float64{"created": 2100, "duplicate_blocked_by_db": 0},
+		PerInstance: []float64{1050, 1050},
 	}
 }
 
@@ -129,6 +130,7 @@ func TestVerdict(t *testing.T) {
 			var out bytes.Buffer
 			require.Equal(t, ok, printVerdict(&out, f, cs, tt.expectFailure))
 			assert.Contains(t, out.String(), "VERDICT: "+msg)
+			assert.Contains(t, out.String(), "order requests served per instance (round-robin): #1 1050, #2 1050")
 		})
 	}
 }

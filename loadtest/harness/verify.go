@@ -56,9 +56,12 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
+		var total float64
 		for k, v := range m {
 			f.Metrics[k] += v
+			total += v
 		}
+		f.PerInstance = append(f.PerInstance, total)
 		f.Instances++
 	}
 	if !printVerdict(stdout, f, evaluate(f), *expectFailure) {
