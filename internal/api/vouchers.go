@@ -59,7 +59,7 @@ func createVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "stock is required")
 			return
 		}
-		v, err := vouchers.Create(c, voucher.Voucher{
+		v, err := vouchers.Create(c.Request.Context(), voucher.Voucher{
 			Title: req.Title, SubTitle: req.SubTitle, Rules: req.Rules,
 			PayValue: req.PayValue, ActualValue: req.ActualValue, Stock: *req.Stock,
 			BeginTime: req.BeginTime, EndTime: req.EndTime,
@@ -79,7 +79,7 @@ func getVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "voucher id must be a positive integer")
 			return
 		}
-		v, err := vouchers.Get(c, id)
+		v, err := vouchers.Get(c.Request.Context(), id)
 		if err != nil {
 			writeServiceError(c, log, err)
 			return
