@@ -49,9 +49,9 @@ func validate(v Voucher) error {
 		return fmt.Errorf("%w: payValue and actualValue must not be negative", ErrInvalid)
 	case v.BeginTime.IsZero() || v.EndTime.IsZero():
 		return fmt.Errorf("%w: beginTime and endTime are required", ErrInvalid)
-	// In UTC, as stored: 9999-12-31T23:00:00-05:00 is in the year 10000, past what MySQL's
-	// DATETIME holds.
-	case v.BeginTime.UTC().Year() < 2000 || v.EndTime.UTC().Year() > 9999:
+	// The years are UTC ones (Create converts): 9999-12-31T23:00:00-05:00 is in the year
+	// 10000, past what MySQL's DATETIME holds.
+	case v.BeginTime.Year() < 2000 || v.EndTime.Year() > 9999:
 		return fmt.Errorf("%w: times must fall between the years 2000 and 9999 UTC", ErrInvalid)
 	case !v.EndTime.After(v.BeginTime):
 		return fmt.Errorf("%w: endTime must be after beginTime", ErrInvalid)
