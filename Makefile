@@ -27,3 +27,11 @@ mocks:
 
 mocks-check: mocks
 	@git diff --exit-code -- '*mock*' || (echo "mocks are stale: run make mocks and commit" && exit 1)
+
+## fuzz: run each HTTP API fuzzer for FUZZTIME (their seeds also run in make test)
+FUZZTIME ?= 20s
+.PHONY: fuzz
+fuzz:
+	@for f in FuzzVoucherIDPath FuzzUserIDHeader FuzzCreateVoucherBody; do \
+		$(GO) test ./internal/api/ -run "^$$f$$" -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
