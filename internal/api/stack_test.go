@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -46,7 +47,9 @@ func stacks(t *testing.T) []*stack {
 	require.NoError(t, err)
 	out := []*stack{newStack(t, "embedded", sqlite, testenv.EmbeddedRedis(t))}
 	if testenv.Integration {
-		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{})
+		// A small pool: the MariaDB is shared, and 100 concurrent orders must not take
+		// connections from other suites (max_connections) and fail as 503.
+		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{MaxOpen: 8, MaxIdle: 8})
 		require.NoError(t, err)
 		out = append(out, newStack(t, "real", mysql, testenv.RealRedis(t)))
 	}
@@ -59,11 +62,13 @@ func newStack(t *testing.T, name string, db *database.DB, rdb testenv.Redis) *st
 	_, err := db.Migrate(context.Background())
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
+	// Errors go to the test's output: shown when a test fails, or with -v.
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	vouchers := voucher.NewService(voucher.NewStore(db.DB))
 	orders := order.NewService(vouchers, order.NewSQLStore(db),
 		lock.SimpleRedisLocks{Client: rdb.Client, Process: lock.NewProcessID()},
-		idgen.New(rdb.Client, testenv.Unique("apitest"), nil), order.NewMetrics(reg), discardLog(), order.Config{})
-	h := NewServer(discardLog(), Config{
+		idgen.New(rdb.Client, testenv.Unique("apitest"), nil), order.NewMetrics(reg), log, order.Config{})
+	h := NewServer(log, Config{
 		AdminToken: testToken,
 		Ready: map[string]Check{
 			"database": db.Ping,
