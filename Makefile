@@ -32,3 +32,11 @@ mocks-check: mocks
 ## demo: two instances, one storm per guard, the verdict table (embedded stores unless SECKILL_* are set)
 demo:
 	$(GO) run ./cmd/seckill demo
+
+## fuzz: run each HTTP API fuzzer for FUZZTIME (their seeds also run in make test)
+FUZZTIME ?= 20s
+.PHONY: fuzz
+fuzz:
+	@for f in FuzzVoucherIDPath FuzzUserIDHeader FuzzCreateVoucherBody; do \
+		$(GO) test ./internal/api/ -run "^$$f$$" -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
