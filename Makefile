@@ -33,6 +33,14 @@ mocks-check: mocks
 demo:
 	$(GO) run ./cmd/seckill demo
 
+## fuzz: run each HTTP API fuzzer for FUZZTIME (their seeds also run in make test)
+FUZZTIME ?= 20s
+.PHONY: fuzz
+fuzz:
+	@for f in FuzzVoucherIDPath FuzzUserIDHeader FuzzCreateVoucherBody; do \
+		$(GO) test ./internal/api/ -run "^$$f$$" -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
 ## ---- load test (docs/loadtest.md) ----
 K6_VERSION ?= v1.8.1
 K6         ?= $(CURDIR)/.tools/bin/k6
