@@ -114,8 +114,8 @@ func randomHex(n int) string {
 // All returns every pitfall in issue 4's order.
 func All() []*Pitfall {
 	return []*Pitfall{
-		inProcess, noExpiry, lostReply, setnxExpire, plainDel, getThenDel,
-		unlockBeforeCommit, multiExec,
+		inProcess, noExpiry, lostReply, setnxExpire, getsetTimestamp, plainDel, getThenDel,
+		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, multiExec,
 	}
 }
 

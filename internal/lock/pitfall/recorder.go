@@ -175,9 +175,11 @@ func (s *Scene) deleted(actor, key string) string {
 	owner := s.holder[key]
 	delete(s.holder, key)
 	s.mu.Unlock()
-	switch owner {
-	case actor, "":
+	switch {
+	case owner == actor || owner == "":
 		return actor + " releases its lock"
+	case strings.HasPrefix(actor, owner+"."):
+		return actor + " releases " + owner + "'s lock, which it works under"
 	default:
 		return actor + " deletes " + owner + "'s lock"
 	}
@@ -251,6 +253,9 @@ func formatReply(cmd redis.Cmder) string {
 	case *redis.Cmd:
 		switch v := c.Val().(type) {
 		case string:
+			if v == "OK" {
+				return v
+			}
 			return fmt.Sprintf("%q", v)
 		default:
 			return fmt.Sprint(v)

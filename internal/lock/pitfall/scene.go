@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -29,6 +30,8 @@ type Scene struct {
 
 	db      *OrderDB // pitfalls 1 and 8
 	storage *Storage // pitfall 7
+	t0      time.Time // the server's clock when the script started it (pitfalls 4, 10)
+	tokens  int       // tokens drawn so far
 
 	mu      sync.Mutex
 	events  []Event
@@ -292,6 +295,18 @@ func (a *Actor) Refused(to, what, reply string) {
 // Note records a scene-level fact (time passing, a server failing).
 func (s *Scene) Note(format string, args ...any) {
 	s.record(Event{Kind: KindTime, What: fmt.Sprintf(format, args...)})
+}
+
+// drawToken is a tokenLock's draw function for the scene: a random token, shown in the
+// timeline as process:tokenN.
+func (s *Scene) drawToken(process string) string {
+	t := randomToken(process)
+	s.mu.Lock()
+	s.tokens++
+	shown := fmt.Sprintf("%s:token%d", process, s.tokens)
+	s.mu.Unlock()
+	s.Alias(t, shown)
+	return t
 }
 
 // Alias makes the rendered timeline show raw (a random token, a run-specific value) as shown.

@@ -212,3 +212,20 @@ func (s *Scene) cleanup() error {
 	}
 	return nil
 }
+
+// Observe records whether key exists on the server right now, as the script sees it.
+func (s *Scene) Observe(key, why string) error {
+	n, err := s.srv.spy.Exists(s.ctx, key).Result()
+	if err != nil {
+		return fmt.Errorf("EXISTS %s: %w", key, err)
+	}
+	state := "exists"
+	if n == 0 {
+		state = "does not exist"
+	}
+	if why != "" {
+		why = ": " + why
+	}
+	s.Note("on the server, %s %s%s", key, state, why)
+	return nil
+}

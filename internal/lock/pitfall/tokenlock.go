@@ -1,8 +1,8 @@
 package pitfall
 
 import (
-	_ "embed"
 	"context"
+	_ "embed"
 	"fmt"
 	"time"
 
@@ -36,19 +36,23 @@ type tokenLock struct {
 	key     string
 	process string
 	fenced  bool
+	draw    func(process string) string // draws a fresh token; randomToken unless a scene names them
 
 	token string // the lock value while held
 	fence int64  // the fencing token of the current hold
 }
 
 func newTokenLock(c tokenClient, name, process string, fenced bool) *tokenLock {
-	return &tokenLock{client: c, key: lock.KeyPrefix + name, process: process, fenced: fenced}
+	return &tokenLock{client: c, key: lock.KeyPrefix + name, process: process, fenced: fenced, draw: randomToken}
 }
+
+// randomToken returns process + ":" + 8 random hex digits.
+func randomToken(process string) string { return process + ":" + randomHex(4) }
 
 // TryLock takes the lock for ttl with a fresh token; with fencing it then draws the next
 // fencing token from INCR fence:<key>. It reports false, nil when another holder has it.
 func (l *tokenLock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
-	token := l.process + ":" + randomHex(4)
+	token := l.draw(l.process)
 	ok, err := l.client.SetNX(ctx, l.key, token, ttl).Result()
 	if err != nil || !ok {
 		return false, err
