@@ -25,7 +25,7 @@ func guarded(ctx context.Context, a *Actor, lk lock.Lock, ttl time.Duration) err
 		return err
 	}
 	if !ok {
-		a.Note("gives up: the lock is busy")
+		a.Note("has no lock: gives up")
 		return nil
 	}
 	a.Enter()

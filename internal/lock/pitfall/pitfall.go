@@ -82,19 +82,30 @@ func (p *Pitfall) RunVariant(ctx context.Context, env Env, v Variant) (Result, e
 		return Result{}, fmt.Errorf("%s: %w", p.Name, ErrNeedsServerBin)
 	}
 	var srv *server
+	var cl *cluster
 	ns := ""
-	if env.RedisAddr == "" {
+	switch {
+	case p.NeedsServerBin:
+		var err error
+		if cl, srv, err = clusterFor(ctx, env); err != nil {
+			return Result{}, err
+		}
+		defer cl.close()
+	case env.RedisAddr == "":
 		var err error
 		if srv, err = embeddedServer(); err != nil {
 			return Result{}, err
 		}
-	} else {
+	default:
 		srv = realServer("tcp", env.RedisAddr)
 		ns = "pitfall" + randomHex(4) + ":"
 	}
 	defer srv.close()
 	s := newScene(ctx, srv, ns)
-	s.env = env
+	s.env, s.cluster = env, cl
+	if cl != nil {
+		s.Alias(cl.dir, "$TMPDIR")
+	}
 	playErr := p.play(s, v)
 	closeErr := s.close()
 	cleanErr := s.cleanup()
@@ -115,7 +126,7 @@ func randomHex(n int) string {
 func All() []*Pitfall {
 	return []*Pitfall{
 		inProcess, noExpiry, lostReply, setnxExpire, getsetTimestamp, plainDel, getThenDel,
-		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, multiExec,
+		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, failover, multiExec,
 	}
 }
 

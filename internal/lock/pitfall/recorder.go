@@ -57,6 +57,9 @@ func (r *recorder) DialHook(next redis.DialHook) redis.DialHook {
 func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
+		if err != nil && cmd.Err() == nil {
+			cmd.SetErr(err) // go-redis sets it after the hooks; the timeline needs it now
+		}
 		if quiet[cmd.Name()] || isNoScript(err) || isNoScript(cmd.Err()) {
 			return err
 		}

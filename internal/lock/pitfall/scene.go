@@ -28,10 +28,11 @@ type Scene struct {
 	ns  string // key namespace: "" on a fresh embedded server, unique on a shared real one
 	env Env
 
-	db      *OrderDB // pitfalls 1 and 8
-	storage *Storage // pitfall 7
+	db      *OrderDB  // pitfalls 1 and 8
+	storage *Storage  // pitfall 7
 	t0      time.Time // the server's clock when the script started it (pitfalls 4, 10)
 	tokens  int       // tokens drawn so far
+	cluster *cluster  // pitfall 11's primary and replica
 
 	mu      sync.Mutex
 	events  []Event
