@@ -232,7 +232,14 @@ func formatReply(cmd redis.Cmder) string {
 	if errors.Is(err, redis.Nil) {
 		return "(nil)"
 	}
-	if err != nil {
+	var netErr *net.OpError
+	switch {
+	case errors.Is(err, errReplyLost):
+		return "error: connection reset, reply lost"
+	case errors.As(err, &netErr):
+		// The exact words (refused, reset, EOF) depend on the pool's state; the fact doesn't.
+		return "error: connection failed"
+	case err != nil:
 		return "error: " + err.Error()
 	}
 	switch c := cmd.(type) {
