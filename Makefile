@@ -1,7 +1,7 @@
 GO      ?= go
 MOCKERY ?= github.com/vektra/mockery/v2@v2.53.5
 
-.PHONY: test test-integration vet fmt-check mocks mocks-check build
+.PHONY: test test-integration vet fmt-check mocks mocks-check build pitfalls pitfalls-docs
 
 ## test: unit and embedded-store tests, no servers needed
 test:
@@ -27,3 +27,11 @@ mocks:
 
 mocks-check: mocks
 	@git diff --exit-code -- '*mock*' || (echo "mocks are stale: run make mocks and commit" && exit 1)
+
+## pitfalls: run every wrong lock from the articles beside its fix (embedded Redis)
+pitfalls:
+	$(GO) run ./cmd/seckill pitfalls
+
+## pitfalls-docs: regenerate docs/pitfalls.md from the recorded timelines
+pitfalls-docs:
+	$(GO) test ./internal/lock/pitfall -run TestPitfallDocs -count=1 -update

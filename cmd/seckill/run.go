@@ -12,6 +12,7 @@ commands:
   serve     run the HTTP service (default)
   migrate   apply the database migrations
   demo      two instances, one storm per guard, a verdict table
+  pitfalls  run the wrong Redis locks from the articles, watch them fail, and their fixes
 `
 
 // run is the whole program: main only calls it, and tests call it directly.
@@ -21,6 +22,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cmd, rest = args[1], args[2:]
 	}
 	switch cmd {
+	case "pitfalls":
+		return runPitfalls(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

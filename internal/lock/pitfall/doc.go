@@ -15,3 +15,5 @@
 // cmd/seckill's "pitfalls" command prints the timelines, and docs/pitfalls.md is generated
 // from them (go test ./internal/lock/pitfall -run TestPitfallDocs -update).
 package pitfall
+
+//go:generate go test -run TestPitfallDocs -count=1 -update .

@@ -42,14 +42,20 @@ func (l setnxLock) TryLock(ctx context.Context, _ time.Duration) (bool, error) {
 
 func (l setnxLock) Unlock(ctx context.Context) error { return l.c.Del(ctx, l.key).Err() }
 
-func playNoExpiry(s *Scene, v Variant) error {
-	name := s.LockName("job")
-	mk := func(a *Actor) lock.Lock {
+// setnxOrFix makes pitfall 2's locks: article 002's SETNX lock for the wrong run, the
+// SET NX PX lock.SimpleRedisLock for the fix.
+func setnxOrFix(v Variant, name string) func(a *Actor) lock.Lock {
+	return func(a *Actor) lock.Lock {
 		if v.Wrong {
 			return newSetnxLock(a.Redis, name)
 		}
 		return lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 	}
+}
+
+func playNoExpiry(s *Scene, v Variant) error {
+	name := s.LockName("job")
+	mk := setnxOrFix(v, name)
 	s.Go("A", func(ctx context.Context, a *Actor) error { return guarded(ctx, a, mk(a), s.ShortLease()) })
 	s.Go("B", func(ctx context.Context, a *Actor) error { return guarded(ctx, a, mk(a), s.Lease()) })
 	s.Until("A", "working")

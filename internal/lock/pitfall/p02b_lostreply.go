@@ -58,12 +58,7 @@ func (h *loseFirstReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func playLostReply(s *Scene, v Variant) error {
 	name := s.LockName("job")
-	mk := func(a *Actor) lock.Lock {
-		if v.Wrong {
-			return newSetnxLock(a.Redis, name)
-		}
-		return lock.NewSimpleRedisLock(a.Redis, a.Process, name)
-	}
+	mk := setnxOrFix(v, name)
 	s.Go("A", func(ctx context.Context, a *Actor) error {
 		_, err := mk(a).TryLock(ctx, s.ShortLease())
 		if err == nil {

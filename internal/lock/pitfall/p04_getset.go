@@ -73,7 +73,7 @@ func playGetset(s *Scene, v Variant) error {
 	if err := s.startClock(); err != nil {
 		return err
 	}
-	lease := s.ShortLease()
+	short, lease := s.ShortLease(), s.Lease()
 	name := s.LockName("job")
 	actor := func(skew time.Duration, ttl time.Duration) func(context.Context, *Actor) error {
 		return func(ctx context.Context, a *Actor) error {
@@ -86,13 +86,14 @@ func playGetset(s *Scene, v Variant) error {
 			return guarded(ctx, a, lk, ttl)
 		}
 	}
-	s.Go("A", actor(0, lease))
+	// C's clock runs a fifth of a lease ahead, D's one and a half leases ahead.
+	s.Go("A", actor(0, short))
 	s.Go("B", actor(0, lease))
 	s.Go("C", actor(lease/5, lease))
 	s.Go("D", actor(lease*3/2, lease))
 	s.Until("A", "working")
 	s.Crash("A")
-	if err := s.Advance(lease*11/10, "A's lease is over on every clock"); err != nil {
+	if err := s.Advance(short*11/10, "A's lease is over on every clock"); err != nil {
 		return err
 	}
 	s.Until("B", "after-get")

@@ -38,7 +38,7 @@ var shortTTL = &Pitfall{
 
 func playShortTTL(s *Scene, v Variant) error {
 	s.storage = &Storage{}
-	lease := 3 * s.ShortLease()
+	lease := s.srv.renewedLease()
 	name := s.LockName("counter")
 	mk := func(a *Actor) (lock.Lock, *tokenLock) {
 		switch v.Name {

@@ -33,7 +33,13 @@ var failover = &Pitfall{
 	Variants:       wrongFix("lock.SimpleRedisLock on the primary", "SET NX PX, then WAIT 1 replica, else release"),
 	NeedsServerBin: true,
 	play:           playFailover,
-	judge:          exclusionVerdict,
+	judge: func(s *Scene, events []Event, v Variant) Verdict {
+		out := exclusionVerdict(s, events, v)
+		if e, ok := firstEvent(events, func(e Event) bool { return strings.Contains(e.What, "no replica acknowledged") }); ok && !out.Violated {
+			out.Outcome += fmt.Sprintf("; %s did not count its unreplicated lock (t=%d)", e.Actor, e.T)
+		}
+		return out
+	},
 }
 
 // waitTimeout is how long the fixed lock's WAIT gives the replica to acknowledge.
