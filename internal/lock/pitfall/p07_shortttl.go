@@ -117,6 +117,9 @@ func playShortTTL(s *Scene, v Variant) error {
 			s.Until("A.watchdog", "tick")
 		}
 	}
+	if err := s.Observe(lock.KeyPrefix+name, "A's original lease is over"); err != nil {
+		return err
+	}
 	s.Until("B", "refused")
 	s.Finish("A")
 	if watchdog {

@@ -156,11 +156,20 @@ func (s *Scene) interpret(actor string, cmd redis.Cmder) (note, key string) {
 			sum := sha1.Sum([]byte(fmt.Sprint(args[1])))
 			sc, _ = scriptBySHA(hex.EncodeToString(sum[:]))
 		}
-		if v, ok := cmd.(*redis.Cmd); ok && err == nil && sc.deletes {
-			if n, _ := v.Int64(); n == 1 {
-				return s.deleted(actor, key), key
-			}
+		v, ok := cmd.(*redis.Cmd)
+		if !ok || err != nil {
+			break
+		}
+		n, _ := v.Int64()
+		switch {
+		case sc.deletes && n == 1:
+			return s.deleted(actor, key), key
+		case sc.deletes:
 			return "not " + actor + "'s lock: nothing deleted", key
+		case sc.name == renewName && n == 1:
+			return "lease renewed", key
+		case sc.name == renewName:
+			return "not renewed: the lease was lost", key
 		}
 	}
 	return "", key

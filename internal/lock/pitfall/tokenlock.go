@@ -17,8 +17,10 @@ var renewLua string
 
 var (
 	unlockScript = nameScript("unlock.lua", lua.Unlock, true)
-	renewScript  = nameScript("renew.lua", renewLua, false)
+	renewScript  = nameScript(renewName, renewLua, false)
 )
+
+const renewName = "renew.lua"
 
 // tokenClient is what tokenLock needs from go-redis.
 type tokenClient interface {
