@@ -126,7 +126,7 @@ func randomHex(n int) string {
 func All() []*Pitfall {
 	return []*Pitfall{
 		inProcess, noExpiry, lostReply, setnxExpire, getsetTimestamp, plainDel, getThenDel,
-		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, failover, multiExec,
+		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, failover, multiExec, reentrancy,
 	}
 }
 

@@ -95,7 +95,7 @@ func (s *Scene) recordCommand(label, actor string, cmds []redis.Cmder) {
 		if n != "" {
 			notes = append(notes, n)
 		}
-		if n == "refused" {
+		if strings.HasPrefix(n, "refused") {
 			refused = true
 		}
 		_ = key
@@ -128,7 +128,7 @@ func (s *Scene) interpret(actor string, cmd redis.Cmder) (note, key string) {
 				return actor + " takes the lock", key
 			}
 		case errors.Is(err, redis.Nil) && nx:
-			return "refused", key
+			return s.refusal(actor, key), key
 		}
 	case "setnx":
 		if v, ok := cmd.(*redis.Cmd); ok && err == nil {
@@ -136,7 +136,7 @@ func (s *Scene) interpret(actor string, cmd redis.Cmder) (note, key string) {
 				s.setHolder(key, actor)
 				return actor + " takes the lock", key
 			}
-			return "refused", key
+			return s.refusal(actor, key), key
 		}
 	case "getset":
 		if err == nil || errors.Is(err, redis.Nil) {
@@ -164,8 +164,18 @@ func (s *Scene) interpret(actor string, cmd redis.Cmder) (note, key string) {
 		switch {
 		case sc.deletes && n == 1:
 			return s.deleted(actor, key), key
+		case sc.name == reentrantUnlockName && n == 0:
+			return actor + " drops one hold: still held", key
 		case sc.deletes:
 			return "not " + actor + "'s lock: nothing deleted", key
+		case sc.name == reentrantLockName && n > 0:
+			s.setHolder(key, actor)
+			if n == 1 {
+				return actor + " takes the lock", key
+			}
+			return fmt.Sprintf("%s re-enters (hold count %d)", actor, n), key
+		case sc.name == reentrantLockName:
+			return s.refusal(actor, key), key
 		case sc.name == renewName && n == 1:
 			return "lease renewed", key
 		case sc.name == renewName:
@@ -173,6 +183,17 @@ func (s *Scene) interpret(actor string, cmd redis.Cmder) (note, key string) {
 		}
 	}
 	return "", key
+}
+
+// refusal describes a refused lock request, noting when the refusing lock is the
+// requester's own.
+func (s *Scene) refusal(actor, key string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.holder[key] == actor {
+		return "refused: " + actor + " already holds it"
+	}
+	return "refused"
 }
 
 func (s *Scene) setHolder(key, actor string) {
