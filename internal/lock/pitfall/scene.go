@@ -100,9 +100,6 @@ func newScene(ctx context.Context, srv *server, ns string) *Scene {
 	}
 }
 
-// Key returns the scene's name for a key: name inside the scene's namespace.
-func (s *Scene) Key(name string) string { return s.ns + name }
-
 // LockName returns the name to give a lock (its key is lock.KeyPrefix + LockName).
 func (s *Scene) LockName(name string) string { return s.ns + name }
 
@@ -173,16 +170,10 @@ func (a *Actor) Point(name string) {
 	}
 	a.parked <- name
 	a.target = <-a.resume
-	switch a.target {
-	case crashMark:
-		runtime.Goexit()
-	case stopMark:
+	if a.target == crashMark || a.target == stopMark {
 		runtime.Goexit()
 	}
 }
-
-// Pause returns a.Point as a plain function, for lock code that knows nothing of actors.
-func (a *Actor) Pause() func(string) { return a.Point }
 
 // actor returns the actor called name; the script refers to actors by name.
 func (s *Scene) actor(name string) *Actor {

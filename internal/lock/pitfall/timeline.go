@@ -141,11 +141,6 @@ func noteContains(s string) func(Event) bool {
 	return func(e Event) bool { return strings.Contains(e.Note, s) }
 }
 
-// by matches events of actor and kind.
-func by(actor string, kind Kind) func(Event) bool {
-	return func(e Event) bool { return e.Actor == actor && e.Kind == kind }
-}
-
 // joinOverlaps describes overlaps as one sentence.
 func joinOverlaps(os []Overlap) string {
 	parts := make([]string, len(os))
