@@ -1,7 +1,7 @@
 GO      ?= go
 MOCKERY ?= github.com/vektra/mockery/v2@v2.53.5
 
-.PHONY: test test-integration vet fmt-check mocks mocks-check build pitfalls pitfalls-docs
+.PHONY: test test-integration vet fmt-check mocks mocks-check build demo pitfalls pitfalls-docs
 
 ## test: unit and embedded-store tests, no servers needed
 test:
@@ -11,6 +11,7 @@ test:
 test-integration:
 	$(GO) test -race -tags integration ./...
 
+## build: the binary at bin/seckill
 build:
 	$(GO) build -o bin/seckill ./cmd/seckill
 
@@ -26,7 +27,11 @@ mocks:
 	$(GO) run $(MOCKERY)
 
 mocks-check: mocks
-	@git diff --exit-code -- '*mock*' || (echo "mocks are stale: run make mocks and commit" && exit 1)
+	@if [ -n "$$(git status --porcelain -- '*/mocks/*')" ]; then git status --short -- '*/mocks/*'; echo "mocks are stale: run make mocks and commit"; exit 1; fi
+
+## demo: two instances, one storm per guard, the verdict table (embedded stores unless SECKILL_* are set)
+demo:
+	$(GO) run ./cmd/seckill demo
 
 ## pitfalls: run every wrong lock from the articles beside its fix (embedded Redis)
 pitfalls:

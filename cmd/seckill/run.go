@@ -2,8 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
 )
 
 const usage = `usage: seckill <command> [flags]
@@ -17,20 +23,35 @@ commands:
 
 // run is the whole program: main only calls it, and tests call it directly.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	cmd, rest := "serve", []string(nil)
-	if len(args) > 1 {
+	if len(args) > 1 && (!strings.HasPrefix(args[1], "-") || args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
 		cmd, rest = args[1], args[2:]
+	} else if len(args) > 1 {
+		rest = args[1:]
 	}
+	err := dispatch(ctx, cmd, rest, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // -h: the flag set printed the usage
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, cmd string, rest []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	switch cmd {
-	case "pitfalls":
-		return runPitfalls(ctx, rest, getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	case "serve":
+		return runServe(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "demo":
+		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "pitfalls":
+		return runPitfalls(ctx, rest, getenv, stdout, stderr)
 	default:
-		_ = ctx
-		_ = getenv
-		_ = rest
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}

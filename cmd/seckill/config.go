@@ -1,0 +1,87 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// config is the process configuration: environment variables, overridden by flags.
+type config struct {
+	httpAddr   string
+	mysqlDSN   string // empty: the embedded SQLite database
+	redisAddr  string // empty: the embedded Redis server
+	adminToken string
+	lock       string
+	lockTTL    time.Duration
+	orderDelay time.Duration
+	dataDir    string // where the embedded database lives; empty: a fresh temporary directory
+}
+
+// envFlag documents one setting: its environment variable and flag.
+type envFlag struct {
+	env, flag, def, usage string
+}
+
+var settings = []envFlag{
+	{"SECKILL_HTTP_ADDR", "http-addr", ":8080", "address to listen on"},
+	{"SECKILL_MYSQL_DSN", "mysql-dsn", "", "go-sql-driver DSN of MySQL/MariaDB; empty runs on the embedded SQLite database"},
+	{"SECKILL_REDIS_ADDR", "redis-addr", "", "host:port of Redis; empty runs on the embedded Redis server"},
+	{"SECKILL_ADMIN_TOKEN", "admin-token", "", "bearer token for POST /api/vouchers; empty disables it"},
+	{"SECKILL_LOCK", "lock", "redis", "per-user order guard: " + lockKindsUsage()},
+	{"SECKILL_LOCK_TTL", "lock-ttl", "10s", "expiry of the per-user order lock"},
+	{"SECKILL_ORDER_DELAY", "order-delay", "0s", "simulated business processing inside the critical section"},
+	{"SECKILL_DATA_DIR", "data-dir", "", "directory of the embedded database; empty uses a new temporary directory"},
+}
+
+// parseConfig reads the environment through getenv, then the flags in args. extra, if not
+// nil, declares a subcommand's own flags on the same set.
+func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if extra != nil {
+		extra(fs)
+	}
+	vals := make(map[string]*string, len(settings))
+	for _, s := range settings {
+		def := s.def
+		if v := getenv(s.env); v != "" {
+			def = v
+		}
+		vals[s.env] = fs.String(s.flag, def, s.usage+" ($"+s.env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	cfg := config{
+		httpAddr:   *vals["SECKILL_HTTP_ADDR"],
+		mysqlDSN:   *vals["SECKILL_MYSQL_DSN"],
+		redisAddr:  *vals["SECKILL_REDIS_ADDR"],
+		adminToken: *vals["SECKILL_ADMIN_TOKEN"],
+		lock:       *vals["SECKILL_LOCK"],
+		dataDir:    *vals["SECKILL_DATA_DIR"],
+	}
+	var err error
+	if cfg.lockTTL, err = parseDuration("SECKILL_LOCK_TTL", *vals["SECKILL_LOCK_TTL"], time.Millisecond); err != nil {
+		return config{}, err
+	}
+	if cfg.orderDelay, err = parseDuration("SECKILL_ORDER_DELAY", *vals["SECKILL_ORDER_DELAY"], 0); err != nil {
+		return config{}, err
+	}
+	if _, ok := lockKinds[cfg.lock]; !ok {
+		return config{}, fmt.Errorf("SECKILL_LOCK=%q: want one of %s", cfg.lock, lockKindsUsage())
+	}
+	return cfg, nil
+}
+
+func parseDuration(name, v string, min time.Duration) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: %w", name, v, err)
+	}
+	if d < min {
+		return 0, fmt.Errorf("%s=%q: must be at least %s", name, v, min)
+	}
+	return d, nil
+}

@@ -1,0 +1,52 @@
+package api
+
+import (
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// recoverJSON turns a panic into a logged JSON 500 instead of a dropped connection. No input
+// should reach it; the tests and the fuzzers look for it.
+func recoverJSON(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error("panic in handler", "path", c.Request.URL.Path, "panic", v)
+				writeError(c, statusCode{http.StatusInternalServerError, codeInternal}, "internal error")
+			}
+		}()
+		c.Next()
+	}
+}
+
+func limitBody(n int64) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if c.Request.Body != nil {
+			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, n)
+		}
+		c.Next()
+	}
+}
+
+// requireAdmin admits only "Authorization: Bearer <token>". With no token configured it
+// refuses everyone, so an unconfigured server cannot be used to create vouchers.
+func requireAdmin(token string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		h := c.GetHeader("Authorization")
+		got, ok := strings.CutPrefix(h, "Bearer ")
+		switch {
+		case h == "" || !ok:
+			writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "admin bearer token required")
+		case token == "":
+			writeError(c, statusCode{http.StatusForbidden, codeForbidden}, "admin API disabled: no admin token configured")
+		case subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1:
+			writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "invalid admin token")
+		default:
+			c.Next()
+		}
+	}
+}

@@ -1,0 +1,55 @@
+// Package api is the service's HTTP interface: the gin engine, its routes, and the mapping
+// of service errors to status codes and machine-readable error codes.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// Vouchers is the voucher service as the handlers use it.
+type Vouchers interface {
+	Create(ctx context.Context, v voucher.Voucher) (voucher.Voucher, error)
+	Get(ctx context.Context, id int64) (voucher.Voucher, error)
+}
+
+// Orders is the order service as the handlers use it.
+type Orders interface {
+	Place(ctx context.Context, userID, voucherID int64) (int64, error)
+}
+
+// Check reports whether a dependency (MySQL, Redis) is reachable.
+type Check func(ctx context.Context) error
+
+// Config is what the HTTP layer needs besides the services.
+type Config struct {
+	// AdminToken guards POST /api/vouchers. Empty refuses every caller.
+	AdminToken string
+	// MaxBodyBytes caps request bodies; 0 means 64 KiB.
+	MaxBodyBytes int64
+	// Ready lists the checks behind GET /readyz, by name.
+	Ready map[string]Check
+	// Metrics serves GET /metrics.
+	Metrics http.Handler
+}
+
+// NewServer builds the HTTP handler of one service instance.
+func NewServer(log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) http.Handler {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = http.NotFoundHandler()
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(recoverJSON(log), limitBody(cfg.MaxBodyBytes))
+	routes(r, log, cfg, vouchers, orders)
+	return r
+}

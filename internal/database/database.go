@@ -1,0 +1,136 @@
+// Package database opens the SQL store behind the service: MySQL/MariaDB through GORM's
+// MySQL driver, or the embedded SQLite database used when no DSN is configured.
+package database
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/seckill/seckill/migrations"
+)
+
+// DB is an open database and the dialect its migrations are written in.
+type DB struct {
+	*gorm.DB
+	Dialect migrations.Dialect
+}
+
+// Pool sizes the connection pool of one service instance.
+type Pool struct {
+	MaxOpen int
+	MaxIdle int
+}
+
+// OpenMySQL connects to MySQL or MariaDB with a go-sql-driver DSN. It forces parseTime and
+// UTC so that times round-trip unchanged whatever the DSN says about them.
+func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	g, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg}), gormConfig())
+	if err != nil {
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	return finish(ctx, &DB{DB: g, Dialect: migrations.MySQL}, pool)
+}
+
+// OpenSQLite opens (creating if needed) the embedded database file seckill.db in dir.
+//
+// SQLite admits one writer at a time. Transactions begin IMMEDIATE, taking the write lock up
+// front and queueing behind busy_timeout, because a deferred transaction that has read cannot
+// write after another one commits (SQLITE_BUSY_SNAPSHOT) and would fail instead of waiting.
+// WAL lets readers run beside the writer.
+func OpenSQLite(ctx context.Context, dir string, pool Pool) (*DB, error) {
+	dsn := "file:" + filepath.Join(dir, "seckill.db") +
+		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	g, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite: %w", err)
+	}
+	return finish(ctx, &DB{DB: g, Dialect: migrations.SQLite}, pool)
+}
+
+func gormConfig() *gorm.Config {
+	return &gorm.Config{
+		Logger:                 logger.Discard,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+		SkipDefaultTransaction: true,
+	}
+}
+
+func finish(ctx context.Context, db *DB, pool Pool) (*DB, error) {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return nil, err
+	}
+	if pool.MaxOpen > 0 {
+		sqlDB.SetMaxOpenConns(pool.MaxOpen)
+	}
+	if pool.MaxIdle > 0 {
+		sqlDB.SetMaxIdleConns(pool.MaxIdle)
+	}
+	sqlDB.SetConnMaxLifetime(5 * time.Minute)
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open %s: %w", db.Dialect, err)
+	}
+	return db, nil
+}
+
+// Migrate applies the embedded migrations of the database's dialect.
+func (db *DB) Migrate(ctx context.Context) (int, error) {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return 0, err
+	}
+	return migrations.Up(ctx, sqlDB, db.Dialect)
+}
+
+// Ping reports whether the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Close closes the connection pool.
+func (db *DB) Close() error {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// IsUniqueViolation reports whether err is a violation of the unique key named key: MySQL
+// error 1062 naming the key, or SQLite's UNIQUE constraint error naming the key's columns.
+func IsUniqueViolation(err error, key string, columns ...string) bool {
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062 && strings.Contains(me.Message, key)
+	}
+	if err == nil || !strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		return false
+	}
+	for _, c := range columns {
+		if !strings.Contains(err.Error(), c) {
+			return false
+		}
+	}
+	return true
+}

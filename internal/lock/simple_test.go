@@ -1,0 +1,210 @@
+package lock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+func TestSimpleRedisLockExcludes(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			name := testenv.Unique("excl-")
+			processes := []string{lock.NewProcessID(), lock.NewProcessID()}
+			const goroutines, rounds = 100, 5
+			var (
+				counter  int // deliberately unsynchronised: only the lock protects it (-race checks)
+				inside   int
+				maxInner int
+				mu       sync.Mutex // guards inside/maxInner bookkeeping only
+				wg       sync.WaitGroup
+			)
+			start := make(chan struct{})
+			for g := range goroutines {
+				wg.Go(func() {
+					l := lock.NewSimpleRedisLock(srv.Client, processes[g%2], name)
+					<-start
+					for done := 0; done < rounds; {
+						ok, err := l.TryLock(ctx, 5*time.Second)
+						if !assert.NoError(t, err) {
+							return
+						}
+						if !ok {
+							continue
+						}
+						mu.Lock()
+						inside++
+						maxInner = max(maxInner, inside)
+						mu.Unlock()
+						counter++
+						mu.Lock()
+						inside--
+						mu.Unlock()
+						assert.NoError(t, l.Unlock(ctx))
+						done++
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			assert.Equal(t, goroutines*rounds, counter, "counter")
+			assert.Equal(t, 1, maxInner, "most goroutines inside at once")
+		})
+	}
+}
+
+func TestSimpleRedisLockOnlyOwnerUnlocks(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			name := testenv.Unique("owner-")
+			process := lock.NewProcessID()
+			holder := lock.NewSimpleRedisLock(srv.Client, process, name)
+			ok, err := holder.TryLock(ctx, 10*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok)
+			owner := srv.Client.Get(ctx, holder.Key()).Val()
+			require.Equal(t, lock.Owner(process), owner, "value is process id + goroutine id")
+
+			// Same process, same lock value, another goroutine: not the owner.
+			errc := make(chan error)
+			go func() { errc <- holder.Unlock(ctx) }()
+			assert.ErrorIs(t, <-errc, lock.ErrNotHeld, "unlock from another goroutine")
+			// Another process (same goroutine, another UUID): not the owner either.
+			other := lock.NewSimpleRedisLock(srv.Client, lock.NewProcessID(), name)
+			assert.ErrorIs(t, other.Unlock(ctx), lock.ErrNotHeld, "unlock from another process")
+			ok, err = other.TryLock(ctx, time.Second)
+			require.NoError(t, err)
+			assert.False(t, ok, "lock still held after the foreign unlocks")
+			assert.Equal(t, owner, srv.Client.Get(ctx, holder.Key()).Val(), "value untouched")
+
+			require.NoError(t, holder.Unlock(ctx))
+			assert.Zero(t, srv.Client.Exists(ctx, holder.Key()).Val(), "key gone after the owner's unlock")
+			assert.ErrorIs(t, holder.Unlock(ctx), lock.ErrNotHeld, "second unlock")
+		})
+	}
+}
+
+// TestSimpleRedisLockExpiry: a holder that outlives its TTL loses the lock to the next
+// client, and its late unlock must not delete the new holder's lock (article 003, 误删).
+func TestSimpleRedisLockExpiry(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			name := testenv.Unique("ttl-")
+			a := lock.NewSimpleRedisLock(srv.Client, lock.NewProcessID(), name)
+			b := lock.NewSimpleRedisLock(srv.Client, lock.NewProcessID(), name)
+			ttl := 50 * time.Millisecond
+			ok, err := a.TryLock(ctx, ttl)
+			require.NoError(t, err)
+			require.True(t, ok)
+			pttl := srv.Client.PTTL(ctx, a.Key()).Val()
+			require.True(t, pttl > 0 && pttl <= ttl, "PTTL %v, want in (0, %v]", pttl, ttl)
+			ok, err = b.TryLock(ctx, time.Second)
+			require.NoError(t, err)
+			require.False(t, ok, "b while a holds")
+
+			expire(t, srv, a.Key(), ttl)
+
+			ok, err = b.TryLock(ctx, 10*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok, "b after a's lock expired")
+			assert.ErrorIs(t, a.Unlock(ctx), lock.ErrNotHeld, "a's late unlock")
+			assert.Equal(t, int64(1), srv.Client.Exists(ctx, b.Key()).Val(), "b's lock survives a's unlock")
+			require.NoError(t, b.Unlock(ctx))
+		})
+	}
+}
+
+// expire makes key's TTL run out: the embedded server's clock is moved; on a real one the
+// test waits for the key to disappear, which is the condition, not a guess at a duration.
+func expire(t *testing.T, srv testenv.Redis, key string, ttl time.Duration) {
+	t.Helper()
+	if srv.Mini != nil {
+		srv.Mini.FastForward(ttl)
+		return
+	}
+	require.Eventually(t, func() bool {
+		return srv.Client.Exists(context.Background(), key).Val() == 0
+	}, 5*time.Second, time.Millisecond, "key %s never expired", key)
+}
+
+// TestUnlockScriptIsOneCommand: the owner check and the delete reach Redis as one EVALSHA,
+// never as a GET followed by a DEL that another client could interleave with.
+func TestUnlockScriptIsOneCommand(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	ctx := context.Background()
+	l := lock.NewSimpleRedisLock(srv.Client, lock.NewProcessID(), testenv.Unique("atomic-"))
+	ok, err := l.TryLock(ctx, time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	var cmds []string
+	srv.Client.AddHook(recordHook{&cmds})
+	require.NoError(t, l.Unlock(ctx))
+	// The first run of a script may fall back from EVALSHA to EVAL (script not cached yet).
+	for _, c := range cmds {
+		assert.Contains(t, []string{"evalsha", "eval"}, c)
+	}
+	assert.NotEmpty(t, cmds)
+	assert.Equal(t, int64(0), srv.Client.Exists(ctx, l.Key()).Val())
+}
+
+func TestSimpleRedisLockErrors(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	ctx := context.Background()
+	l := lock.NewSimpleRedisLock(srv.Client, lock.NewProcessID(), testenv.Unique("err-"))
+	_, err := l.TryLock(ctx, time.Microsecond)
+	assert.ErrorIs(t, err, lock.ErrInvalidTTL)
+
+	// A client that does not retry, so that "down" shows at once.
+	down := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = down.Close() })
+	l = lock.NewSimpleRedisLock(down, lock.NewProcessID(), testenv.Unique("err-"))
+	srv.Mini.Close()
+	ok, err := l.TryLock(ctx, time.Second)
+	assert.False(t, ok)
+	assert.Error(t, err, "TryLock with Redis down")
+	assert.False(t, errors.Is(l.Unlock(ctx), lock.ErrNotHeld), "Redis down is not 'not held'")
+}
+
+func TestGoroutineID(t *testing.T) {
+	a := lock.GoroutineID()
+	assert.Equal(t, a, lock.GoroutineID(), "stable within a goroutine")
+	ids := make(chan uint64, 2)
+	go func() { ids <- lock.GoroutineID() }()
+	go func() { ids <- lock.GoroutineID() }()
+	b, c := <-ids, <-ids
+	assert.NotEqual(t, a, b)
+	assert.NotEqual(t, b, c)
+	assert.NotZero(t, b)
+}
+
+func TestLocalLocks(t *testing.T) {
+	ctx := context.Background()
+	set := lock.NewLocalLocks()
+	a, b := set.New("u1"), set.New("u1")
+	ok, err := a.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	ok, _ = b.TryLock(ctx, 0)
+	assert.False(t, ok, "same name, same process")
+	ok, _ = set.New("u2").TryLock(ctx, 0)
+	assert.True(t, ok, "another name")
+	ok, _ = lock.NewLocalLocks().New("u1").TryLock(ctx, 0)
+	assert.True(t, ok, "another process's set does not exclude: the multi-instance failure")
+	assert.ErrorIs(t, b.Unlock(ctx), lock.ErrNotHeld, "non-holder unlock")
+	require.NoError(t, a.Unlock(ctx))
+	ok, _ = b.TryLock(ctx, 0)
+	assert.True(t, ok, "after release")
+}

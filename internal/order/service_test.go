@@ -1,0 +1,213 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/lock"
+	lockmocks "github.com/seckill/seckill/internal/lock/mocks"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/order/mocks"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func onSale() voucher.Voucher {
+	return voucher.Voucher{ID: 7, Stock: 3, BeginTime: now.Add(-time.Hour), EndTime: now.Add(time.Hour)}
+}
+
+type fixture struct {
+	vouchers *mocks.Vouchers
+	store    *mocks.Store
+	locks    *mocks.Locks
+	ids      *mocks.IDs
+	lock     *lockmocks.Lock
+	reg      *prometheus.Registry
+	svc      *order.Service
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{
+		vouchers: mocks.NewVouchers(t), store: mocks.NewStore(t), locks: mocks.NewLocks(t),
+		ids: mocks.NewIDs(t), lock: lockmocks.NewLock(t), reg: prometheus.NewRegistry(),
+	}
+	f.svc = order.NewService(f.vouchers, f.store, f.locks, f.ids, order.NewMetrics(f.reg),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), order.Config{LockTTL: 5 * time.Second, Now: func() time.Time { return now }})
+	return f
+}
+
+func (f *fixture) count(result string) float64 {
+	m, err := f.reg.Gather()
+	if err != nil {
+		panic(err)
+	}
+	for _, mf := range m {
+		if mf.GetName() != "seckill_orders_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			if s.GetLabel()[0].GetValue() == result {
+				return s.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// expectLocked sets up a voucher on sale and a lock that is taken.
+func (f *fixture) expectLocked() {
+	f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(onSale(), nil)
+	f.locks.EXPECT().New("order:42").Return(f.lock)
+	f.lock.EXPECT().TryLock(mock.Anything, 5*time.Second).Return(true, nil)
+}
+
+func TestPlaceCreatesAndUnlocksAfterCommit(t *testing.T) {
+	f := newFixture(t)
+	f.expectLocked()
+	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
+	committed := false
+	f.store.EXPECT().Create(mock.Anything, order.Order{ID: 99, UserID: 42, VoucherID: 7, Status: order.StatusUnpaid, CreatedAt: now}, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error { committed = true; return nil })
+	f.lock.EXPECT().Unlock(mock.Anything).RunAndReturn(func(context.Context) error {
+		assert.True(t, committed, "unlock before the transaction returned")
+		return nil
+	})
+
+	id, err := f.svc.Place(context.Background(), 42, 7)
+	require.NoError(t, err)
+	assert.Equal(t, int64(99), id)
+	assert.Equal(t, 1.0, f.count(order.ResultCreated))
+}
+
+func TestPlaceRejectsBeforeLocking(t *testing.T) {
+	tests := []struct {
+		name    string
+		voucher voucher.Voucher
+		err     error
+		wantErr error
+		result  string
+	}{
+		{"not found", voucher.Voucher{}, voucher.ErrNotFound, voucher.ErrNotFound, ""},
+		{"database down", voucher.Voucher{}, errors.New("dial tcp: refused"), order.ErrUnavailable, order.ResultError},
+		{"not begun", voucher.Voucher{Stock: 1, BeginTime: now.Add(time.Second), EndTime: now.Add(time.Hour)}, nil, order.ErrSaleNotActive, order.ResultSaleNotActive},
+		{"ended (end is exclusive)", voucher.Voucher{Stock: 1, BeginTime: now.Add(-time.Hour), EndTime: now}, nil, order.ErrSaleNotActive, order.ResultSaleNotActive},
+		{"no stock", voucher.Voucher{Stock: 0, BeginTime: now.Add(-time.Hour), EndTime: now.Add(time.Hour)}, nil, order.ErrSoldOut, order.ResultSoldOut},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t) // the mocks fail the test on any unexpected call: no lock, no store
+			f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(tt.voucher, tt.err)
+			_, err := f.svc.Place(context.Background(), 42, 7)
+			assert.ErrorIs(t, err, tt.wantErr)
+			if tt.result != "" {
+				assert.Equal(t, 1.0, f.count(tt.result), "count of %s", tt.result)
+			}
+		})
+	}
+}
+
+func TestPlaceLockBusyFailsFast(t *testing.T) {
+	f := newFixture(t)
+	f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(onSale(), nil)
+	f.locks.EXPECT().New("order:42").Return(f.lock)
+	f.lock.EXPECT().TryLock(mock.Anything, 5*time.Second).Return(false, nil)
+	_, err := f.svc.Place(context.Background(), 42, 7)
+	assert.ErrorIs(t, err, order.ErrInProgress)
+	assert.Equal(t, 1.0, f.count(order.ResultInProgress))
+}
+
+// TestPlaceRedisDownFailsClosed: no lock, no order.
+func TestPlaceRedisDownFailsClosed(t *testing.T) {
+	f := newFixture(t)
+	f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(onSale(), nil)
+	f.locks.EXPECT().New("order:42").Return(f.lock)
+	f.lock.EXPECT().TryLock(mock.Anything, 5*time.Second).Return(false, errors.New("redis: connection refused"))
+	_, err := f.svc.Place(context.Background(), 42, 7)
+	assert.ErrorIs(t, err, order.ErrUnavailable)
+	assert.Equal(t, 1.0, f.count(order.ResultError))
+	f.store.AssertNotCalled(t, "Create")
+}
+
+func TestPlaceAfterLockFailures(t *testing.T) {
+	tests := []struct {
+		name     string
+		idErr    error
+		storeErr error
+		wantErr  error
+		result   string
+	}{
+		{"id generator down", errors.New("redis down"), nil, order.ErrUnavailable, order.ResultError},
+		{"database error", nil, errors.New("deadlock found"), order.ErrUnavailable, order.ResultError},
+		{"already ordered", nil, order.ErrAlreadyOrdered, order.ErrAlreadyOrdered, order.ResultAlreadyOrdered},
+		{"sold out in the transaction", nil, order.ErrSoldOut, order.ErrSoldOut, order.ResultSoldOut},
+		{"duplicate caught by the unique key", nil, order.ErrDuplicate, order.ErrAlreadyOrdered, order.ResultDuplicateByDB},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			f.expectLocked()
+			f.ids.EXPECT().Next(mock.Anything).Return(99, tt.idErr)
+			if tt.idErr == nil {
+				f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(tt.storeErr)
+			}
+			f.lock.EXPECT().Unlock(mock.Anything).Return(nil) // released on every path
+			_, err := f.svc.Place(context.Background(), 42, 7)
+			assert.ErrorIs(t, err, tt.wantErr)
+			assert.Equal(t, 1.0, f.count(tt.result), "count of %s", tt.result)
+			assert.Zero(t, f.count(order.ResultCreated))
+		})
+	}
+}
+
+func TestPlaceLockLostAtUnlockIsCounted(t *testing.T) {
+	f := newFixture(t)
+	f.expectLocked()
+	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	f.lock.EXPECT().Unlock(mock.Anything).Return(lock.ErrNotHeld)
+	_, err := f.svc.Place(context.Background(), 42, 7)
+	require.NoError(t, err, "the order committed; the lost lock is reported, not undone")
+	assert.Equal(t, 1.0, metricValue(t, f.reg, "seckill_lock_lost_total"))
+}
+
+// TestPlaceUnlocksAfterClientHangsUp: a cancelled request still releases its lock.
+func TestPlaceUnlocksAfterClientHangsUp(t *testing.T) {
+	f := newFixture(t)
+	f.expectLocked()
+	ctx, cancel := context.WithCancel(context.Background())
+	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error {
+			cancel()
+			return context.Canceled
+		})
+	f.lock.EXPECT().Unlock(mock.Anything).RunAndReturn(func(ctx context.Context) error {
+		assert.NoError(t, ctx.Err(), "unlock context must outlive the request")
+		return nil
+	})
+	_, err := f.svc.Place(ctx, 42, 7)
+	assert.ErrorIs(t, err, order.ErrUnavailable)
+}
+
+func metricValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("metric %s not found", name)
+	return 0
+}

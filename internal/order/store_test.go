@@ -1,0 +1,144 @@
+package order_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// databases returns the embedded SQLite database and, in integration builds, a fresh
+// database on the real MariaDB, each migrated.
+func databases(t *testing.T) map[string]*database.DB {
+	t.Helper()
+	ctx := context.Background()
+	sqlite, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{MaxOpen: 16})
+	require.NoError(t, err)
+	dbs := map[string]*database.DB{"sqlite": sqlite}
+	if testenv.Integration {
+		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{MaxOpen: 16})
+		require.NoError(t, err)
+		dbs["mysql"] = mysql
+	}
+	for _, db := range dbs {
+		t.Cleanup(func() { _ = db.Close() })
+		_, err := db.Migrate(ctx)
+		require.NoError(t, err)
+	}
+	return dbs
+}
+
+func newVoucher(t *testing.T, db *database.DB, stock int) int64 {
+	t.Helper()
+	v, err := voucher.NewStore(db.DB).Create(context.Background(), voucher.Voucher{
+		Title: "v", Stock: stock, BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour),
+	})
+	require.NoError(t, err)
+	return v.ID
+}
+
+func stockOf(t *testing.T, db *database.DB, voucherID int64) (stock int, orders int64) {
+	t.Helper()
+	v, err := voucher.NewStore(db.DB).Get(context.Background(), voucherID)
+	require.NoError(t, err)
+	require.NoError(t, db.Table("voucher_orders").Where("voucher_id = ?", voucherID).Count(&orders).Error)
+	return v.Stock, orders
+}
+
+func newOrder(id, user, voucherID int64) order.Order {
+	return order.Order{ID: id, UserID: user, VoucherID: voucherID, Status: order.StatusUnpaid, CreatedAt: time.Now().UTC()}
+}
+
+func TestSQLStoreCreate(t *testing.T) {
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := order.NewSQLStore(db)
+			vid := newVoucher(t, db, 2)
+			require.NoError(t, s.Create(ctx, newOrder(1, 10, vid), nil))
+			assert.ErrorIs(t, s.Create(ctx, newOrder(2, 10, vid), nil), order.ErrAlreadyOrdered)
+			require.NoError(t, s.Create(ctx, newOrder(3, 11, vid), nil))
+			assert.ErrorIs(t, s.Create(ctx, newOrder(4, 12, vid), nil), order.ErrSoldOut)
+			stock, orders := stockOf(t, db, vid)
+			assert.Equal(t, 0, stock)
+			assert.Equal(t, int64(2), orders)
+		})
+	}
+}
+
+// TestSQLStoreDuplicateRollsBack drives the race the lock exists to prevent, step by step:
+// A checks (no order yet), B places the same user's order completely, A writes. The unique
+// key refuses A's insert, and A's transaction rolls back its stock decrement.
+func TestSQLStoreDuplicateRollsBack(t *testing.T) {
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := order.NewSQLStore(db)
+			vid := newVoucher(t, db, 5)
+			var errB error
+			err := s.Create(ctx, newOrder(1, 10, vid), func(context.Context) error {
+				errB = s.Create(ctx, newOrder(2, 10, vid), nil)
+				return nil
+			})
+			require.NoError(t, errB, "B")
+			assert.ErrorIs(t, err, order.ErrDuplicate, "A")
+			stock, orders := stockOf(t, db, vid)
+			assert.Equal(t, 4, stock, "A's decrement rolled back")
+			assert.Equal(t, int64(1), orders)
+		})
+	}
+}
+
+// TestSQLStoreFailedProcessLosesNothing: an error inside the critical section leaves no
+// order and no stock taken.
+func TestSQLStoreFailedProcessLosesNothing(t *testing.T) {
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			vid := newVoucher(t, db, 5)
+			err := order.NewSQLStore(db).Create(context.Background(), newOrder(1, 10, vid), func(context.Context) error {
+				return context.DeadlineExceeded
+			})
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+			stock, orders := stockOf(t, db, vid)
+			assert.Equal(t, 5, stock)
+			assert.Zero(t, orders)
+		})
+	}
+}
+
+// TestSQLStoreNeverOversells: many users at once against a small stock.
+func TestSQLStoreNeverOversells(t *testing.T) {
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			s := order.NewSQLStore(db)
+			const stock, users = 10, 60
+			vid := newVoucher(t, db, stock)
+			var wg sync.WaitGroup
+			errs := make([]error, users)
+			for u := range users {
+				wg.Go(func() { errs[u] = s.Create(context.Background(), newOrder(int64(100+u), int64(u+1), vid), nil) })
+			}
+			wg.Wait()
+			created := 0
+			for _, err := range errs {
+				if err == nil {
+					created++
+					continue
+				}
+				assert.ErrorIs(t, err, order.ErrSoldOut)
+			}
+			left, orders := stockOf(t, db, vid)
+			assert.Equal(t, stock, created)
+			assert.Equal(t, 0, left)
+			assert.Equal(t, int64(stock), orders)
+		})
+	}
+}

@@ -1,0 +1,58 @@
+package voucher
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Service creates and reads vouchers, validating what callers ask for.
+type Service struct {
+	store *Store
+}
+
+// NewService returns a voucher service over store.
+func NewService(store *Store) *Service { return &Service{store: store} }
+
+// Create validates v and stores it. Invalid input returns an error wrapping ErrInvalid whose
+// message says which field is wrong.
+func (s *Service) Create(ctx context.Context, v Voucher) (Voucher, error) {
+	if err := validate(v); err != nil {
+		return Voucher{}, err
+	}
+	// The databases keep milliseconds; truncating here keeps the answer equal to what a
+	// later GET returns.
+	v.BeginTime = v.BeginTime.UTC().Truncate(time.Millisecond)
+	v.EndTime = v.EndTime.UTC().Truncate(time.Millisecond)
+	return s.store.Create(ctx, v)
+}
+
+// Get returns the voucher with id, or ErrNotFound.
+func (s *Service) Get(ctx context.Context, id int64) (Voucher, error) {
+	return s.store.Get(ctx, id)
+}
+
+func validate(v Voucher) error {
+	switch {
+	case v.Title == "":
+		return fmt.Errorf("%w: title is required", ErrInvalid)
+	case utf8.RuneCountInString(v.Title) > MaxTitleLen || utf8.RuneCountInString(v.SubTitle) > MaxTitleLen:
+		return fmt.Errorf("%w: title and subTitle are at most %d characters", ErrInvalid, MaxTitleLen)
+	case utf8.RuneCountInString(v.Rules) > MaxRulesLen:
+		return fmt.Errorf("%w: rules are at most %d characters", ErrInvalid, MaxRulesLen)
+	case !utf8.ValidString(v.Title) || !utf8.ValidString(v.SubTitle) || !utf8.ValidString(v.Rules):
+		return fmt.Errorf("%w: text must be valid UTF-8", ErrInvalid)
+	case v.Stock < 0 || v.Stock > MaxStock:
+		return fmt.Errorf("%w: stock must be between 0 and %d", ErrInvalid, MaxStock)
+	case v.PayValue < 0 || v.ActualValue < 0:
+		return fmt.Errorf("%w: payValue and actualValue must not be negative", ErrInvalid)
+	case v.BeginTime.IsZero() || v.EndTime.IsZero():
+		return fmt.Errorf("%w: beginTime and endTime are required", ErrInvalid)
+	case v.BeginTime.Year() < 2000 || v.EndTime.Year() > 9999:
+		return fmt.Errorf("%w: times must fall between the years 2000 and 9999", ErrInvalid)
+	case !v.EndTime.After(v.BeginTime):
+		return fmt.Errorf("%w: endTime must be after beginTime", ErrInvalid)
+	}
+	return nil
+}

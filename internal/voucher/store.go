@@ -1,0 +1,94 @@
+package voucher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// voucherRow maps the vouchers table.
+type voucherRow struct {
+	ID          int64 `gorm:"primaryKey"`
+	Title       string
+	SubTitle    string
+	Rules       string
+	PayValue    int64
+	ActualValue int64
+	Status      int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func (voucherRow) TableName() string { return "vouchers" }
+
+// seckillRow maps the seckill_vouchers table.
+type seckillRow struct {
+	VoucherID int64 `gorm:"primaryKey;autoIncrement:false"`
+	Stock     int
+	BeginTime time.Time
+	EndTime   time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+func (seckillRow) TableName() string { return "seckill_vouchers" }
+
+// statusOnSale is tb_voucher's "on the shelf" status.
+const statusOnSale = 1
+
+// Store keeps vouchers in SQL through GORM.
+type Store struct {
+	db *gorm.DB
+}
+
+// NewStore returns a store over db, whose schema the migrations created.
+func NewStore(db *gorm.DB) *Store { return &Store{db: db} }
+
+// Create inserts the voucher and its seckill row in one transaction and returns it with its id.
+func (s *Store) Create(ctx context.Context, v Voucher) (Voucher, error) {
+	vr := voucherRow{
+		Title: v.Title, SubTitle: v.SubTitle, Rules: v.Rules,
+		PayValue: v.PayValue, ActualValue: v.ActualValue, Status: statusOnSale,
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&vr).Error; err != nil {
+			return err
+		}
+		sr := seckillRow{VoucherID: vr.ID, Stock: v.Stock, BeginTime: v.BeginTime.UTC(), EndTime: v.EndTime.UTC()}
+		return tx.Create(&sr).Error
+	})
+	if err != nil {
+		return Voucher{}, fmt.Errorf("create voucher: %w", err)
+	}
+	return s.Get(ctx, vr.ID)
+}
+
+// Get returns the voucher with its current stock, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, id int64) (Voucher, error) {
+	var r struct {
+		ID, PayValue, ActualValue int64
+		Title, SubTitle, Rules    string
+		Stock                     int
+		BeginTime, EndTime        time.Time
+		CreatedAt, UpdatedAt      time.Time
+	}
+	err := s.db.WithContext(ctx).Table("vouchers v").
+		Select("v.id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value, v.created_at, v.updated_at, s.stock, s.begin_time, s.end_time").
+		Joins("JOIN seckill_vouchers s ON s.voucher_id = v.id").
+		Where("v.id = ?", id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Voucher{}, ErrNotFound
+	}
+	if err != nil {
+		return Voucher{}, fmt.Errorf("get voucher %d: %w", id, err)
+	}
+	return Voucher{
+		ID: r.ID, Title: r.Title, SubTitle: r.SubTitle, Rules: r.Rules,
+		PayValue: r.PayValue, ActualValue: r.ActualValue, Stock: r.Stock,
+		BeginTime: r.BeginTime.UTC(), EndTime: r.EndTime.UTC(),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}, nil
+}
