@@ -1,7 +1,7 @@
 GO      ?= go
 MOCKERY ?= github.com/vektra/mockery/v2@v2.53.5
 
-.PHONY: test test-integration vet fmt-check mocks mocks-check build demo
+.PHONY: test test-integration vet fmt-check mocks mocks-check build demo pitfalls pitfalls-docs
 
 ## test: unit and embedded-store tests, no servers needed
 test:
@@ -40,6 +40,14 @@ fuzz:
 	@for f in FuzzVoucherIDPath FuzzUserIDHeader FuzzCreateVoucherBody; do \
 		$(GO) test ./internal/api/ -run "^$$f$$" -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
 	done
+
+## pitfalls: run every wrong lock from the articles beside its fix (embedded Redis)
+pitfalls:
+	$(GO) run ./cmd/seckill pitfalls
+
+## pitfalls-docs: regenerate docs/pitfalls.md from the recorded timelines
+pitfalls-docs:
+	$(GO) test ./internal/lock/pitfall -run TestPitfallDocs -count=1 -update
 
 ## ---- load test (docs/loadtest.md) ----
 K6_VERSION ?= v1.8.1
