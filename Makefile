@@ -1,7 +1,7 @@
 GO      ?= go
 MOCKERY ?= github.com/vektra/mockery/v2@v2.53.5
 
-.PHONY: test test-integration vet fmt-check mocks mocks-check build demo
+.PHONY: test test-integration vet fmt-check mocks mocks-check build demo pitfalls pitfalls-docs
 
 ## test: unit and embedded-store tests, no servers needed
 test:
@@ -32,6 +32,64 @@ mocks-check: mocks
 ## demo: two instances, one storm per guard, the verdict table (embedded stores unless SECKILL_* are set)
 demo:
 	$(GO) run ./cmd/seckill demo
+
+## fuzz: run each HTTP API fuzzer for FUZZTIME (their seeds also run in make test)
+FUZZTIME ?= 20s
+.PHONY: fuzz
+fuzz:
+	@for f in FuzzVoucherIDPath FuzzUserIDHeader FuzzCreateVoucherBody; do \
+		$(GO) test ./internal/api/ -run "^$$f$$" -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
+
+## pitfalls: run every wrong lock from the articles beside its fix (embedded Redis)
+pitfalls:
+	$(GO) run ./cmd/seckill pitfalls
+
+## pitfalls-docs: regenerate docs/pitfalls.md from the recorded timelines
+pitfalls-docs:
+	$(GO) test ./internal/lock/pitfall -run TestPitfallDocs -count=1 -update
+
+## ---- load test (docs/loadtest.md) ----
+K6_VERSION ?= v1.8.1
+K6         ?= $(CURDIR)/.tools/bin/k6
+LOCK       ?= redis
+DURATION   ?= 30
+BASELINE   ?= 1
+
+.PHONY: loadtest loadtest-ci loadtest-docker cluster-up cluster-down cluster-status compose-config k6
+
+## k6: install the pinned k6 into .tools/bin when absent (a tool, never imported: it is AGPL)
+k6: $(K6)
+$(K6):
+	GOBIN=$(dir $(K6)) $(GO) install go.k6.io/k6@$(K6_VERSION)
+
+## loadtest: cluster up -> k6 -> verify -> cluster down -> DB baseline; LOCK=local|none must detect the failure
+loadtest: $(K6)
+	LOCK=$(LOCK) DURATION=$(DURATION) BASELINE=$(BASELINE) K6=$(K6) scripts/loadtest.sh
+
+## loadtest-ci: ~30 s of load each for LOCK=redis (clean) and LOCK=local (failure detected), and the compose file.
+## The sell-out runs at 200 users/s, below capacity: CI gates correctness, not the speed of an unknown machine.
+loadtest-ci: $(K6) compose-config
+	SELLOUT_RATE=200 $(MAKE) loadtest LOCK=redis DURATION=15 BASELINE=0
+	SELLOUT_RATE=200 $(MAKE) loadtest LOCK=local DURATION=15 BASELINE=0
+
+## loadtest-docker: k6 and verify against `docker compose up` (docker-compose.yml); start it with
+## the same SECKILL_LOCK as LOCK here. Not run on our machines: they have no Docker engine.
+loadtest-docker: $(K6)
+	CLUSTER=external LOCK=$(LOCK) DURATION=$(DURATION) BASELINE=0 K6=$(K6) \
+	LOADTEST_DSN='seckill:seckill@tcp(127.0.0.1:13306)/seckill?parseTime=true&loc=UTC' \
+	INSTANCES=http://127.0.0.1:18081,http://127.0.0.1:18082 scripts/loadtest.sh
+
+cluster-up:
+	scripts/cluster.sh up
+cluster-down:
+	scripts/cluster.sh down
+cluster-status:
+	scripts/cluster.sh status
+
+## compose-config: validate docker-compose.yml (no Docker engine needed)
+compose-config:
+	docker-compose config -q
 
 ## lockbench: our Redis locks against bsm/redislock and redsync on the real Redis (~2 min)
 LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 1s -rounds 5

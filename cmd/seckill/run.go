@@ -18,6 +18,7 @@ commands:
   serve     run the HTTP service (default)
   migrate   apply the database migrations
   demo      two instances, one storm per guard, a verdict table
+  pitfalls  run the wrong Redis locks from the articles, watch them fail, and their fixes
 `
 
 // run is the whole program: main only calls it, and tests call it directly.
@@ -48,6 +49,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, getenv func(string
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "demo":
 		return runDemo(ctx, rest, getenv, stdout, stderr)
+	case "pitfalls":
+		return runPitfalls(ctx, rest, getenv, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)

@@ -34,6 +34,8 @@ func placeOrder(log *slog.Logger, orders Orders) gin.HandlerFunc {
 			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "voucher id must be a positive integer")
 			return
 		}
+		// The request's context, never c: gin recycles c for another request once the
+		// handler returns, while database/sql still watches the context from a goroutine.
 		id, err := orders.Place(c.Request.Context(), userID, voucherID)
 		if err != nil {
 			writeServiceError(c, log, err)

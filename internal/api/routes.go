@@ -10,7 +10,9 @@ import (
 func routes(r *gin.Engine, log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) {
 	r.GET("/healthz", healthz())
 	r.GET("/readyz", readyz(log, cfg.Ready))
-	r.GET("/metrics", gin.WrapH(cfg.Metrics))
+	if cfg.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(cfg.Metrics))
+	}
 
 	api := r.Group("/api")
 	api.POST("/vouchers", requireAdmin(cfg.AdminToken), createVoucher(log, vouchers))

@@ -34,7 +34,7 @@ type Config struct {
 	MaxBodyBytes int64
 	// Ready lists the checks behind GET /readyz, by name.
 	Ready map[string]Check
-	// Metrics serves GET /metrics.
+	// Metrics serves GET /metrics; nil leaves the route out (404 not_found like any unknown route).
 	Metrics http.Handler
 }
 
@@ -42,9 +42,6 @@ type Config struct {
 func NewServer(log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
-	}
-	if cfg.Metrics == nil {
-		cfg.Metrics = http.NotFoundHandler()
 	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()

@@ -18,13 +18,13 @@ func NewService(store *Store) *Service { return &Service{store: store} }
 // Create validates v and stores it. Invalid input returns an error wrapping ErrInvalid whose
 // message says which field is wrong.
 func (s *Service) Create(ctx context.Context, v Voucher) (Voucher, error) {
+	// The databases keep milliseconds; truncating here keeps the answer equal to what a
+	// later GET returns, and validating after it judges the window that is stored.
+	v.BeginTime = v.BeginTime.UTC().Truncate(time.Millisecond)
+	v.EndTime = v.EndTime.UTC().Truncate(time.Millisecond)
 	if err := validate(v); err != nil {
 		return Voucher{}, err
 	}
-	// The databases keep milliseconds; truncating here keeps the answer equal to what a
-	// later GET returns.
-	v.BeginTime = v.BeginTime.UTC().Truncate(time.Millisecond)
-	v.EndTime = v.EndTime.UTC().Truncate(time.Millisecond)
 	return s.store.Create(ctx, v)
 }
 
@@ -49,8 +49,10 @@ func validate(v Voucher) error {
 		return fmt.Errorf("%w: payValue and actualValue must not be negative", ErrInvalid)
 	case v.BeginTime.IsZero() || v.EndTime.IsZero():
 		return fmt.Errorf("%w: beginTime and endTime are required", ErrInvalid)
+	// The years are UTC ones (Create converts): 9999-12-31T23:00:00-05:00 is in the year
+	// 10000, past what MySQL's DATETIME holds.
 	case v.BeginTime.Year() < 2000 || v.EndTime.Year() > 9999:
-		return fmt.Errorf("%w: times must fall between the years 2000 and 9999", ErrInvalid)
+		return fmt.Errorf("%w: times must fall between the years 2000 and 9999 UTC", ErrInvalid)
 	case !v.EndTime.After(v.BeginTime):
 		return fmt.Errorf("%w: endTime must be after beginTime", ErrInvalid)
 	}

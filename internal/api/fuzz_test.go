@@ -1,0 +1,187 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// The fuzzers check the contract for any input: never a 5xx (nor a panic, which
+// recoverJSON would turn into one), an error body on every error, and a 2xx exactly when
+// the input is valid by an oracle written apart from the handlers.
+
+// validID is the contract's "positive integer" that fits an int64, decided with math/big
+// rather than strconv. An optional leading '+' is accepted, as strconv does.
+func validID(s string) (int64, bool) {
+	n, ok := new(big.Int).SetString(s, 10)
+	if !ok || n.Sign() <= 0 || !n.IsInt64() {
+		return 0, false
+	}
+	return n.Int64(), true
+}
+
+var idSeeds = []string{"1", "42", "9223372036854775807", "9223372036854775808", "0", "-1", "+7", "007",
+	"", " 1", "1 ", "1.0", "1e3", "0x1f", "abc", "1/orders", "../1", "%31", "\x00", "１", "٣", "99999999999999999999999"}
+
+// checkAnswer fails t when w is a 5xx, or an error without the error body.
+func checkAnswer(t *testing.T, w interface {
+	Result() *http.Response
+}, body []byte) {
+	t.Helper()
+	code := w.Result().StatusCode
+	require.Less(t, code, 500, "5xx for a client's input; body %s", body)
+	if code >= 400 {
+		var e errorBody
+		require.NoError(t, json.Unmarshal(body, &e), "error body %q", body)
+		require.NotEmpty(t, e.Error.Code, "error code; body %s", body)
+		require.NotEmpty(t, e.Error.Message, "error message; body %s", body)
+	}
+}
+
+func FuzzVoucherIDPath(f *testing.F) {
+	for _, s := range idSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		vs, os := &fakeVouchers{}, &fakeOrders{id: 1}
+		h := NewServer(discardLog(), Config{}, vs, os)
+		want, valid := validID(s)
+
+		w := serve(h, request{"GET", "/api/vouchers/" + s, nil, ""})
+		checkAnswer(t, w, w.Body.Bytes())
+		if valid {
+			require.Equal(t, http.StatusOK, w.Code, "GET voucher %q; body %s", s, w.Body)
+			require.Equal(t, []int64{want}, vs.got, "ids asked of the service")
+		} else {
+			require.GreaterOrEqual(t, w.Code, 300, "GET voucher %q accepted; body %s", s, w.Body)
+			require.Empty(t, vs.got, "an invalid id reached the service")
+		}
+
+		w = serve(h, request{"POST", "/api/vouchers/" + s + "/orders", user42, ""})
+		checkAnswer(t, w, w.Body.Bytes())
+		if valid {
+			require.Equal(t, http.StatusCreated, w.Code, "order voucher %q; body %s", s, w.Body)
+			require.Equal(t, []placed{{42, want}}, os.calls)
+		} else {
+			require.GreaterOrEqual(t, w.Code, 300, "order voucher %q accepted; body %s", s, w.Body)
+			require.Empty(t, os.calls, "an invalid id reached the service")
+		}
+	})
+}
+
+func FuzzUserIDHeader(f *testing.F) {
+	for _, s := range idSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		os := &fakeOrders{id: 1}
+		h := NewServer(discardLog(), Config{}, &fakeVouchers{}, os)
+		want, valid := validID(s)
+
+		w := serve(h, request{"POST", "/api/vouchers/5/orders", map[string]string{HeaderUserID: s}, ""})
+		checkAnswer(t, w, w.Body.Bytes())
+		switch {
+		case valid:
+			require.Equal(t, http.StatusCreated, w.Code, "X-User-ID %q; body %s", s, w.Body)
+			require.Equal(t, []placed{{want, 5}}, os.calls)
+		case s == "":
+			require.Equal(t, http.StatusUnauthorized, w.Code, "no X-User-ID; body %s", w.Body)
+		default:
+			require.Equal(t, http.StatusBadRequest, w.Code, "X-User-ID %q; body %s", s, w.Body)
+			require.Empty(t, os.calls, "an invalid user id reached the service")
+		}
+	})
+}
+
+// voucherRequest is the documented body of POST /api/vouchers, for the oracle.
+type voucherRequest struct {
+	Title, SubTitle, Rules string
+	PayValue, ActualValue  int64
+	Stock                  *int
+	BeginTime, EndTime     time.Time
+}
+
+// validVoucher reports whether body is a valid voucher by the API's documented rules.
+// Like the handler it reads the first JSON value of the body and ignores what follows.
+func validVoucher(body []byte) (voucherRequest, bool) {
+	var r voucherRequest
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&r); err != nil {
+		return r, false
+	}
+	// The window that is stored: UTC, to the millisecond.
+	b, e := r.BeginTime.UTC().Truncate(time.Millisecond), r.EndTime.UTC().Truncate(time.Millisecond)
+	ok := r.Stock != nil && *r.Stock >= 0 && *r.Stock <= voucher.MaxStock &&
+		r.Title != "" && utf8.RuneCountInString(r.Title) <= voucher.MaxTitleLen &&
+		utf8.RuneCountInString(r.SubTitle) <= voucher.MaxTitleLen && utf8.RuneCountInString(r.Rules) <= voucher.MaxRulesLen &&
+		r.PayValue >= 0 && r.ActualValue >= 0 &&
+		b.Year() >= 2000 && e.Year() <= 9999 && e.After(b)
+	return r, ok
+}
+
+// FuzzCreateVoucherBody posts any body to POST /api/vouchers over the real voucher service
+// and the embedded SQLite database: a valid voucher is stored and answered as sent (times
+// in UTC, to the millisecond), anything else is a 4xx.
+func FuzzCreateVoucherBody(f *testing.F) {
+	for _, s := range []string{
+		validVoucherBody,
+		`{"title":"秒杀","subTitle":"s","rules":"r","payValue":1,"actualValue":2,"stock":0,"beginTime":"2000-01-01T00:00:00Z","endTime":"9999-12-31T23:59:59.999Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00.123456789+08:00","endTime":"2026-01-01T00:00:00.124Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"9999-12-31T23:00:00-05:00"}`,
+		`{"title":"t","stock":1,"beginTime":"2000-01-01T00:30:00+01:00","endTime":"2026-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00.0001Z"}`,
+		`{"title":"t","stock":100000001,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":-1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"payValue":-1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`,
+		`{"TITLE":"t","Stock":1,"begintime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"} trailing`,
+		`{"title":"\ud800","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1e2,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`null`, `[]`, `{}`, `{"stock":`, `"x"`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	db, err := database.OpenSQLite(context.Background(), f.TempDir(), database.Pool{})
+	require.NoError(f, err)
+	f.Cleanup(func() { _ = db.Close() })
+	_, err = db.Migrate(context.Background())
+	require.NoError(f, err)
+	h := NewServer(discardLog(), Config{AdminToken: testToken}, voucher.NewService(voucher.NewStore(db.DB)), &fakeOrders{})
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		w := serve(h, request{"POST", "/api/vouchers", admin, string(body)})
+		checkAnswer(t, w, w.Body.Bytes())
+		want, valid := validVoucher(body)
+		if !valid {
+			require.GreaterOrEqual(t, w.Code, 400, "invalid body %q accepted; answer %s", body, w.Body)
+			return
+		}
+		require.Equal(t, http.StatusCreated, w.Code, "valid body %q refused; answer %s", body, w.Body)
+		var got voucherResponse
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
+		require.Positive(t, got.ID)
+		require.Equal(t, want.Title, got.Title)
+		require.Equal(t, *want.Stock, got.Stock)
+		for _, tm := range []struct{ sent, got time.Time }{{want.BeginTime, got.BeginTime}, {want.EndTime, got.EndTime}} {
+			require.Equal(t, tm.sent.UTC().Truncate(time.Millisecond), tm.got, "time sent %v", tm.sent)
+		}
+
+		w = serve(h, request{"GET", "/api/vouchers/" + strconv.FormatInt(got.ID, 10), nil, ""})
+		require.Equal(t, http.StatusOK, w.Code, "GET the voucher just created; body %s", w.Body)
+		var again voucherResponse
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &again))
+		require.Equal(t, got, again, "GET answers what POST answered")
+	})
+}

@@ -1,0 +1,258 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// stack is the API over the real services and stores: SQLite and miniredis always, MariaDB
+// and the real Redis in integration builds.
+type stack struct {
+	name  string
+	h     http.Handler
+	db    *database.DB
+	redis testenv.Redis
+	reg   *prometheus.Registry
+	// users are this stack's user ids: random, so that lock keys on a shared Redis never
+	// collide with another run's.
+	users int64
+}
+
+func stacks(t *testing.T) []*stack {
+	t.Helper()
+	ctx := context.Background()
+	sqlite, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{})
+	require.NoError(t, err)
+	out := []*stack{newStack(t, "embedded", sqlite, testenv.EmbeddedRedis(t))}
+	if testenv.Integration {
+		// A small pool: the MariaDB is shared, and 100 concurrent orders must not take
+		// connections from other suites (max_connections) and fail as 503.
+		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{MaxOpen: 8, MaxIdle: 8})
+		require.NoError(t, err)
+		out = append(out, newStack(t, "real", mysql, testenv.RealRedis(t)))
+	}
+	return out
+}
+
+func newStack(t *testing.T, name string, db *database.DB, rdb testenv.Redis) *stack {
+	t.Helper()
+	t.Cleanup(func() { _ = db.Close() })
+	_, err := db.Migrate(context.Background())
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	// Errors go to the test's output: shown when a test fails, or with -v.
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
+	vouchers := voucher.NewService(voucher.NewStore(db.DB))
+	orders := order.NewService(vouchers, order.NewSQLStore(db),
+		lock.SimpleRedisLocks{Client: rdb.Client, Process: lock.NewProcessID()},
+		idgen.New(rdb.Client, testenv.Unique("apitest"), nil), order.NewMetrics(reg), log, order.Config{})
+	h := NewServer(log, Config{
+		AdminToken: testToken,
+		Ready: map[string]Check{
+			"database": db.Ping,
+			"redis":    func(ctx context.Context) error { return rdb.Client.Ping(ctx).Err() },
+		},
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+	}, vouchers, orders)
+	return &stack{name: name, h: h, db: db, redis: rdb, reg: reg, users: rand.Int64N(1<<40) + 1<<40}
+}
+
+// createVoucher creates a voucher through the API and returns its id.
+func (s *stack) createVoucher(t *testing.T, stock int, begin, end time.Time) int64 {
+	t.Helper()
+	body := fmt.Sprintf(`{"title":"t","stock":%d,"beginTime":%q,"endTime":%q}`, stock, begin.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
+	w := serve(s.h, request{"POST", "/api/vouchers", admin, body})
+	require.Equal(t, http.StatusCreated, w.Code, "create voucher; body %s", w.Body)
+	id, ok := decodeJSON(t, w)["id"].(float64)
+	require.True(t, ok, "id is not a number: %s", w.Body)
+	return int64(id)
+}
+
+func (s *stack) order(userID, voucherID int64) *httptest.ResponseRecorder {
+	return serve(s.h, request{"POST", fmt.Sprintf("/api/vouchers/%d/orders", voucherID),
+		map[string]string{HeaderUserID: strconv.FormatInt(userID, 10)}, ""})
+}
+
+func (s *stack) count(t *testing.T, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, s.db.Raw(query, args...).Scan(&n).Error)
+	return n
+}
+
+func TestStackVoucherRoundTrip(t *testing.T) {
+	for _, s := range stacks(t) {
+		t.Run(s.name, func(t *testing.T) {
+			body := `{"title":"秒杀 50 off","subTitle":"s","rules":"r","payValue":4750,"actualValue":5000,"stock":100,` +
+				`"beginTime":"2026-11-22T08:00:00.123456+08:00","endTime":"2026-11-23T00:00:00Z"}`
+			w := serve(s.h, request{"POST", "/api/vouchers", admin, body})
+			require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
+			created := decodeJSON(t, w)
+			id, ok := created["id"].(float64)
+			require.True(t, ok, "id %v is not a JSON number", created["id"])
+			require.Positive(t, id)
+			assert.Equal(t, "秒杀 50 off", created["title"])
+			assert.Equal(t, float64(100), created["stock"])
+			assert.Equal(t, float64(4750), created["payValue"])
+			assert.Equal(t, "2026-11-22T00:00:00.123Z", created["beginTime"], "UTC, truncated to milliseconds")
+			assert.Equal(t, "2026-11-23T00:00:00Z", created["endTime"])
+
+			w = serve(s.h, request{"GET", fmt.Sprintf("/api/vouchers/%d", int64(id)), nil, ""})
+			require.Equal(t, http.StatusOK, w.Code, "body %s", w.Body)
+			assert.Equal(t, created, decodeJSON(t, w), "GET answers what POST answered")
+
+			w = serve(s.h, request{"GET", fmt.Sprintf("/api/vouchers/%d", int64(id)+1000), nil, ""})
+			require.Equal(t, http.StatusNotFound, w.Code)
+			requireErrorBody(t, w, codeNotFound)
+
+			w = serve(s.h, request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`})
+			require.Equal(t, http.StatusBadRequest, w.Code, "end before begin; body %s", w.Body)
+			requireErrorBody(t, w, codeInvalidArgument)
+			assert.Equal(t, int64(1), s.count(t, "SELECT COUNT(*) FROM vouchers"), "vouchers stored")
+		})
+	}
+}
+
+func TestStackOrders(t *testing.T) {
+	for _, s := range stacks(t) {
+		t.Run(s.name, func(t *testing.T) {
+			now := time.Now()
+			open := s.createVoucher(t, 2, now.Add(-time.Hour), now.Add(time.Hour))
+			future := s.createVoucher(t, 5, now.Add(time.Hour), now.Add(2*time.Hour))
+			past := s.createVoucher(t, 5, now.Add(-2*time.Hour), now.Add(-time.Hour))
+			empty := s.createVoucher(t, 0, now.Add(-time.Hour), now.Add(time.Hour))
+			alice, bob, carol, dave := s.users+1, s.users+2, s.users+3, s.users+4
+
+			// carol's lock is held by another owner: her order must not proceed.
+			held := lock.KeyPrefix + order.LockName(carol)
+			require.NoError(t, s.redis.Client.Set(context.Background(), held, "someone-else", time.Minute).Err())
+			t.Cleanup(func() { s.redis.Client.Del(context.Background(), held) })
+
+			w := s.order(alice, open)
+			require.Equal(t, http.StatusCreated, w.Code, "first order; body %s", w.Body)
+			raw, ok := decodeJSON(t, w)["orderId"].(string)
+			require.True(t, ok, "orderId is not a string: %s", w.Body)
+			orderID, err := strconv.ParseInt(raw, 10, 64)
+			require.NoError(t, err, "orderId %q is not a decimal int64", raw)
+			assert.Equal(t, strconv.FormatInt(orderID, 10), raw, "orderId is canonical decimal")
+			assert.Greater(t, orderID, int64(1)<<53, "ids exceed 2^53: the reason orderId is a string")
+			assert.Equal(t, int64(1), s.count(t, "SELECT COUNT(*) FROM voucher_orders WHERE id = ? AND user_id = ? AND voucher_id = ?", orderID, alice, open))
+
+			steps := []struct {
+				name            string
+				user, voucherID int64
+				want            int
+				wantCode        string
+			}{
+				{"same user again", alice, open, 409, codeAlreadyOrdered},
+				{"lock held elsewhere", carol, open, 409, codeInProgress},
+				{"another user takes the last one", bob, open, 201, ""},
+				{"stock gone", dave, open, 409, codeSoldOut},
+				{"stock zero from the start", dave, empty, 409, codeSoldOut},
+				{"sale not begun", bob, future, 403, codeSaleNotActive},
+				{"sale over", bob, past, 403, codeSaleNotActive},
+				{"no such voucher", bob, open + 1000, 404, codeNotFound},
+			}
+			for _, st := range steps {
+				w := s.order(st.user, st.voucherID)
+				require.Equal(t, st.want, w.Code, "%s; body %s", st.name, w.Body)
+				if st.wantCode != "" {
+					requireErrorBody(t, w, st.wantCode)
+				}
+			}
+			assert.Equal(t, int64(2), s.count(t, "SELECT COUNT(*) FROM voucher_orders"), "orders stored")
+			assert.Zero(t, s.count(t, "SELECT COUNT(*) FROM voucher_orders WHERE user_id IN (?, ?)", carol, dave), "orders of the refused users")
+			assert.Equal(t, int64(0), s.count(t, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", open), "stock left")
+
+			w = serve(s.h, request{"GET", "/metrics", nil, ""})
+			require.Equal(t, http.StatusOK, w.Code)
+			for result, want := range map[string]float64{
+				order.ResultCreated: 2, order.ResultAlreadyOrdered: 1, order.ResultSoldOut: 2,
+				order.ResultInProgress: 1, order.ResultSaleNotActive: 2, order.ResultError: 0,
+			} {
+				line := fmt.Sprintf("seckill_orders_total{result=%q} %v\n", result, want)
+				assert.Contains(t, w.Body.String(), line, "metrics")
+			}
+			assert.Contains(t, w.Body.String(), "seckill_lock_acquire_seconds_bucket")
+			assert.Contains(t, w.Body.String(), "seckill_lock_lost_total 0\n")
+			assert.Equal(t, 7, strings.Count(w.Body.String(), "\nseckill_orders_total{"), "every result is exported from the start")
+
+			w = serve(s.h, request{"GET", "/readyz", nil, ""})
+			require.Equal(t, http.StatusOK, w.Code, "readyz; body %s", w.Body)
+		})
+	}
+}
+
+// TestStackRedisDown checks that the service fails closed: with Redis gone an order answers
+// 503 unavailable, no order is stored, no stock is taken, and /readyz names redis.
+func TestStackRedisDown(t *testing.T) {
+	ctx := context.Background()
+	// The embedded stores only: the shared real Redis must not be stopped. No retries, so
+	// that the refused dials answer at once.
+	mini := miniredis.RunT(t)
+	client := redis.NewClient(&redis.Options{Addr: mini.Addr(), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = client.Close() })
+	db, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{})
+	require.NoError(t, err)
+	s := newStack(t, "embedded", db, testenv.Redis{Name: "embedded", Client: client, Mini: mini})
+	now := time.Now()
+	v := s.createVoucher(t, 3, now.Add(-time.Hour), now.Add(time.Hour))
+	s.redis.Mini.Close()
+
+	w := s.order(s.users+1, v)
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
+	requireErrorBody(t, w, codeUnavailable)
+	assert.Zero(t, s.count(t, "SELECT COUNT(*) FROM voucher_orders"), "orders stored")
+	assert.Equal(t, int64(3), s.count(t, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", v), "stock left")
+
+	w = serve(s.h, request{"GET", "/readyz", nil, ""})
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
+	checks, _ := decodeJSON(t, w)["checks"].(map[string]any)
+	assert.Equal(t, "ok", checks["database"])
+	assert.NotEqual(t, "ok", checks["redis"])
+	assert.True(t, strings.Contains(w.Body.String(), `"ready":false`), "body %s", w.Body)
+
+	w = serve(s.h, request{"GET", "/healthz", nil, ""})
+	assert.Equal(t, http.StatusOK, w.Code, "healthz is the process, not its stores")
+}
+
+// TestStackDatabaseDown checks the same with the database closed under the service.
+func TestStackDatabaseDown(t *testing.T) {
+	db, err := database.OpenSQLite(context.Background(), t.TempDir(), database.Pool{})
+	require.NoError(t, err)
+	s := newStack(t, "embedded", db, testenv.EmbeddedRedis(t))
+	require.NoError(t, s.db.Close())
+	for _, r := range []request{
+		{"POST", "/api/vouchers", admin, validVoucherBody},
+		{"GET", "/api/vouchers/1", nil, ""},
+		{"POST", "/api/vouchers/1/orders", user42, ""},
+	} {
+		w := serve(s.h, r)
+		require.Equal(t, http.StatusServiceUnavailable, w.Code, "%s %s; body %s", r.method, r.path, w.Body)
+		requireErrorBody(t, w, codeUnavailable)
+	}
+	w := serve(s.h, request{"GET", "/readyz", nil, ""})
+	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
+}

@@ -1,0 +1,152 @@
+package pitfall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/seckill/seckill/internal/lock"
+)
+
+// Pitfall 7 — article 002, 带有识别客户端和超时时间的锁, 标注1: the lock expires while its holder
+// is still in the critical section, and two clients are inside. The owner-checked release
+// (pitfall 5's fix) keeps A from deleting B's lock but cannot undo A's write. Article 002
+// proposes renewal before expiry (续租); article 001 describes Redisson's watchdog; the
+// fencing token is the storage-side remedy. Article 000's unlock detects the loss ("The
+// integrity of data protected by this lock may have been compromised") but only afterwards.
+var shortTTL = &Pitfall{
+	Num: "7", Name: "short-ttl", Title: "A TTL shorter than the critical section",
+	Source: "002 带有识别客户端和超时时间的锁 (标注1, 续租); 000 unlock (lock lost to expiry); 001 watchdog",
+	Story: "A takes the lock, reads the counter (0) and stalls inside the critical section longer than its lease " +
+		"(a GC pause, a slow call). The lease runs out; B takes the lock, reads 0, writes 1. A wakes and writes 1 " +
+		"over it: one increment is lost. A's owner-checked unlock then reports the lock was not held, which " +
+		"tells A something went wrong but repairs nothing.",
+	Remedy: "Two remedies, each run on the same script. **Renewal**: a watchdog extends the lease (compare-and-PEXPIRE, " +
+		"renew.lua) every third of it while A works, so the lease never runs out under a live holder and B waits. " +
+		"**Fencing**: every acquisition draws an increasing token (`INCR`), and the storage rejects a write whose " +
+		"token is lower than one it has already accepted: A's late write (token 1, after B's 2) is refused. Renewal " +
+		"cannot help a holder that stalls so long its watchdog stalls too; fencing still can.",
+	Variants: []Variant{
+		{Name: "wrong", Label: "lock.SimpleRedisLock, lease shorter than the work", Wrong: true},
+		{Name: "renewal", Label: "token lock + watchdog renewal (renew.lua)"},
+		{Name: "fencing", Label: "token lock + fencing token checked by the storage"},
+	},
+	play:  playShortTTL,
+	judge: shortTTLVerdict,
+}
+
+func playShortTTL(s *Scene, v Variant) error {
+	s.storage = &Storage{}
+	lease := s.srv.renewedLease()
+	name := s.LockName("counter")
+	mk := func(a *Actor) (lock.Lock, *tokenLock) {
+		switch v.Name {
+		case "renewal":
+			l := newTokenLock(a.Redis, name, a.Process, false)
+			l.draw = s.drawToken
+			return l, l
+		case "fencing":
+			l := newTokenLock(a.Redis, name, a.Process, true)
+			l.draw = s.drawToken
+			return l, l
+		}
+		return lock.NewSimpleRedisLock(a.Redis, a.Process, name), nil
+	}
+	increment := func(ctx context.Context, a *Actor, lk lock.Lock, tl *tokenLock) error {
+		a.Enter()
+		n := s.storage.Read(a)
+		a.Point("working")
+		var fence int64
+		if tl != nil && tl.fenced {
+			fence = tl.fence
+		}
+		s.storage.Write(a, fence, n+1)
+		a.Exit()
+		if err := lk.Unlock(ctx); errors.Is(err, lock.ErrNotHeld) {
+			a.Note("Unlock: not held any more — the lease ran out while %s worked; the data may be compromised", a.Name)
+		} else if err != nil {
+			return err
+		}
+		return nil
+	}
+	s.Go("A", func(ctx context.Context, a *Actor) error {
+		lk, tl := mk(a)
+		if ok, err := lk.TryLock(ctx, lease); err != nil || !ok {
+			return fmt.Errorf("A could not lock: %v", err)
+		}
+		if v.Name == "renewal" {
+			s.Go("A.watchdog", func(ctx context.Context, w *Actor) error {
+				for {
+					w.Point("tick")
+					ok, err := tl.Renew(ctx, lease)
+					if err != nil || !ok {
+						w.Note("the lease is already lost: stops")
+						return err
+					}
+				}
+			}, WithProcess(a.Process))
+		}
+		return increment(ctx, a, lk, tl)
+	})
+	s.Go("B", func(ctx context.Context, a *Actor) error {
+		lk, tl := mk(a)
+		for {
+			ok, err := lk.TryLock(ctx, s.Lease())
+			if err != nil {
+				return err
+			}
+			if ok {
+				break
+			}
+			a.Point("refused")
+			a.Note("retries")
+		}
+		return increment(ctx, a, lk, tl)
+	})
+	s.Until("A", "working")
+	watchdog := s.Has("A.watchdog")
+	if watchdog {
+		s.Until("A.watchdog", "tick")
+	}
+	for i := 0; i < 3; i++ {
+		if err := s.Advance(lease/3, "A is still working"); err != nil {
+			return err
+		}
+		if watchdog {
+			s.Until("A.watchdog", "tick")
+		}
+	}
+	if err := s.Observe(lock.KeyPrefix+name, "A's original lease is over"); err != nil {
+		return err
+	}
+	s.Until("B", "refused")
+	s.Finish("A")
+	if watchdog {
+		s.Stop("A.watchdog", "stops: A has released the lock")
+	}
+	s.Finish("B")
+	return nil
+}
+
+func shortTTLVerdict(s *Scene, events []Event, _ Variant) Verdict {
+	value, accepted := s.storage.Counts()
+	counts := fmt.Sprintf("counter=%d after %d accepted increment%s", value, accepted, plural(accepted))
+	os := overlaps(events)
+	if value != accepted {
+		return Verdict{Violated: true, Outcome: joinOverlaps(os) + "; lost update: " + counts}
+	}
+	if len(os) > 0 {
+		rej, _ := firstEvent(events, func(e Event) bool { return e.Reply == "rejected" })
+		return Verdict{Outcome: fmt.Sprintf("%s, but the storage rejected %s's stale write at t=%d (%s): %s",
+			joinOverlaps(os), rej.Actor, rej.T, strings.TrimSpace(rej.Note), counts)}
+	}
+	return Verdict{Outcome: "never two inside the critical section" + refusalSuffix(events) + "; " + counts}
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

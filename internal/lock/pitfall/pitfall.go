@@ -1,0 +1,193 @@
+package pitfall
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+)
+
+// Pitfall is one wrong way to build a Redis lock, from the articles, with its fix.
+type Pitfall struct {
+	Num    string // its number in issue 4's list ("1" … "12")
+	Name   string // the command-line name: "plain-del"
+	Title  string
+	Source string // the article and section it comes from
+	// Story says what goes wrong, and Remedy what the fix does; both are Markdown prose for
+	// docs/pitfalls.md.
+	Story, Remedy string
+	// Variants lists the runs: the wrong lock first, then one or more fixes.
+	Variants []Variant
+	// NeedsServerBin marks a pitfall that starts its own redis-server processes.
+	NeedsServerBin bool
+
+	play  func(s *Scene, v Variant) error
+	judge func(s *Scene, events []Event, v Variant) Verdict
+}
+
+// Variant is one run of a pitfall's script: with the wrong lock, or with a fix.
+type Variant struct {
+	Name  string // "wrong", "fix", "renewal", "fencing"
+	Label string // what lock the run uses
+	Wrong bool   // the run must show the failure
+}
+
+// Verdict is what a run showed.
+type Verdict struct {
+	Violated bool   // the lock failed: two inside, a duplicate order, a lost update, a dead lock
+	Outcome  string // one line, from the timeline
+}
+
+// Result is one finished run.
+type Result struct {
+	Pitfall *Pitfall
+	Variant Variant
+	Events  []Event
+	Verdict Verdict
+}
+
+// OK reports whether the run showed what it must: the failure for the wrong lock, no
+// failure for a fix.
+func (r Result) OK() bool { return r.Verdict.Violated == r.Variant.Wrong }
+
+// Env says which Redis to run against.
+type Env struct {
+	// RedisAddr is a real Redis (host:port). Empty: a fresh embedded miniredis per run.
+	RedisAddr string
+	// RedisServerBin is the redis-server binary, for pitfalls that start their own servers
+	// (failover). Empty: those pitfalls cannot run.
+	RedisServerBin string
+}
+
+// ErrNeedsServerBin is returned for a pitfall that needs a redis-server binary when Env has none.
+var ErrNeedsServerBin = errors.New("pitfall: needs a redis-server binary")
+
+// Run plays every variant of p and returns their results in order.
+func (p *Pitfall) Run(ctx context.Context, env Env) ([]Result, error) {
+	out := make([]Result, 0, len(p.Variants))
+	for _, v := range p.Variants {
+		r, err := p.RunVariant(ctx, env, v)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// RunVariant plays p's script once with variant v.
+func (p *Pitfall) RunVariant(ctx context.Context, env Env, v Variant) (Result, error) {
+	if p.NeedsServerBin && env.RedisServerBin == "" {
+		return Result{}, fmt.Errorf("%s: %w", p.Name, ErrNeedsServerBin)
+	}
+	var srv *server
+	var cl *cluster
+	ns := ""
+	switch {
+	case p.NeedsServerBin:
+		var err error
+		if cl, srv, err = clusterFor(ctx, env); err != nil {
+			return Result{}, err
+		}
+		defer cl.close()
+	case env.RedisAddr == "":
+		var err error
+		if srv, err = embeddedServer(); err != nil {
+			return Result{}, err
+		}
+	default:
+		srv = realServer("tcp", env.RedisAddr)
+		ns = "pitfall" + randomHex(4) + ":"
+	}
+	defer srv.close()
+	s := newScene(ctx, srv, ns)
+	s.env, s.cluster = env, cl
+	if cl != nil {
+		s.Alias(cl.dir, "$TMPDIR")
+	}
+	playErr := p.play(s, v)
+	closeErr := s.close()
+	cleanErr := s.cleanup()
+	if err := errors.Join(playErr, closeErr, cleanErr); err != nil {
+		return Result{}, fmt.Errorf("%s (%s): %w", p.Name, v.Name, err)
+	}
+	events := s.timeline()
+	return Result{Pitfall: p, Variant: v, Events: events, Verdict: p.judge(s, events, v)}, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// All returns every pitfall in issue 4's order.
+func All() []*Pitfall {
+	return []*Pitfall{
+		inProcess, noExpiry, lostReply, setnxExpire, getsetTimestamp, plainDel, getThenDel,
+		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, failover, multiExec, reentrancy,
+	}
+}
+
+// Lookup returns the pitfall called name.
+func Lookup(name string) (*Pitfall, bool) {
+	for _, p := range All() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return nil, false
+}
+
+// wrongFix is the usual pair of variants.
+func wrongFix(wrong, fix string) []Variant {
+	return []Variant{{Name: "wrong", Label: wrong, Wrong: true}, {Name: "fix", Label: fix}}
+}
+
+// exclusionVerdict judges the pitfalls whose failure is two actors inside at once.
+func exclusionVerdict(_ *Scene, events []Event, _ Variant) Verdict {
+	if os := overlaps(events); len(os) > 0 {
+		return Verdict{Violated: true, Outcome: joinOverlaps(os)}
+	}
+	return Verdict{Outcome: "never two inside the critical section" + refusalSuffix(events)}
+}
+
+// refusalSuffix names who the lock turned away, to say how exclusion held.
+func refusalSuffix(events []Event) string {
+	var who []string
+	for _, e := range events {
+		if e.Refused {
+			who = append(who, fmt.Sprintf("%s at t=%d", e.Actor, e.T))
+		}
+	}
+	if len(who) == 0 {
+		return ""
+	}
+	return "; the lock refused " + joinAnd(who)
+}
+
+func joinAnd(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return ""
+	case 1:
+		return xs[0]
+	}
+	s := ""
+	for i, x := range xs {
+		switch {
+		case i == 0:
+		case i == len(xs)-1:
+			s += " and "
+		default:
+			s += ", "
+		}
+		s += x
+	}
+	return s
+}
+
+func errNoPoint(actor, point string) error {
+	return fmt.Errorf("script: %s ended before reaching %q", actor, point)
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// k6Voucher is a voucher that the k6 script's setup() created, with the stock it asked for:
+// the initial stock the verifier trusts (the database only knows the stock left).
+type k6Voucher struct {
+	Scenario string `json:"scenario"`
+	ID       int64  `json:"id"`
+	Stock    int64  `json:"stock"`
+}
+
+// k6Summary is the part of the JSON that loadtest/k6/seckill.js's handleSummary writes that
+// the verifier reads.
+type k6Summary struct {
+	Lock     string      `json:"lock"`
+	Vouchers []k6Voucher `json:"vouchers"`
+}
+
+// k6Order is one order that k6 saw answered 201.
+type k6Order struct {
+	ID       string `json:"id"`
+	User     int64  `json:"user"`
+	Voucher  int64  `json:"voucher"`
+	Scenario string `json:"scenario"`
+}
+
+func readSummary(path string) (k6Summary, error) {
+	var s k6Summary
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("read k6 summary: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("read k6 summary %s: %w", path, err)
+	}
+	if len(s.Vouchers) == 0 {
+		return s, fmt.Errorf("read k6 summary %s: no vouchers (did setup() fail?)", path)
+	}
+	for _, v := range s.Vouchers {
+		if v.ID <= 0 || v.Stock <= 0 || v.Scenario == "" {
+			return s, fmt.Errorf("read k6 summary %s: bad voucher %+v", path, v)
+		}
+	}
+	return s, nil
+}
+
+// readOrders parses k6's console output (run with --log-format=json): one log record per
+// line whose msg is the script's {"order": {...}} line. Other records are skipped; a line
+// that is not JSON at all is an error, because a truncated file would hide orders.
+func readOrders(r io.Reader) ([]k6Order, error) {
+	var orders []k6Order
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var rec struct {
+			Msg   string   `json:"msg"`
+			Order *k6Order `json:"order"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			return nil, fmt.Errorf("orders line %d: %w", n, err)
+		}
+		if rec.Order == nil && strings.HasPrefix(rec.Msg, "{") {
+			// The log record wraps the script's JSON in msg.
+			if err := json.Unmarshal([]byte(rec.Msg), &rec); err != nil {
+				return nil, fmt.Errorf("orders line %d: msg: %w", n, err)
+			}
+		}
+		if rec.Order == nil {
+			continue
+		}
+		o := *rec.Order
+		if _, err := strconv.ParseUint(o.ID, 10, 64); err != nil || o.User <= 0 || o.Voucher <= 0 {
+			return nil, fmt.Errorf("orders line %d: bad order %+v", n, o)
+		}
+		orders = append(orders, o)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	return orders, nil
+}
+
+func readOrdersFile(path string) ([]k6Order, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read orders: %w", err)
+	}
+	defer f.Close()
+	return readOrders(f)
+}
+
+var ordersTotalLine = regexp.MustCompile(`^seckill_orders_total\{([^}]*)\}\s+(\S+)`)
+var resultLabel = regexp.MustCompile(`(?:^|,)\s*result="([^"]*)"`)
+
+// ordersByResult sums seckill_orders_total by its result label from a Prometheus text
+// exposition.
+func ordersByResult(r io.Reader) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		m := ordersTotalLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		lm := resultLabel.FindStringSubmatch(m[1])
+		if lm == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %q: %w", sc.Text(), err)
+		}
+		out[lm[1]] += v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("metrics: no seckill_orders_total series")
+	}
+	return out, nil
+}

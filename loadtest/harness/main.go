@@ -1,0 +1,58 @@
+// Command harness is the load test's companion: it creates the load-test database, gives the
+// verdict on a k6 run from the database and the instances' metrics, and measures the
+// database's own limit for the order transaction (the baseline the k6 figures are compared
+// with). The Makefile's loadtest targets and scripts/cluster.sh drive it; see docs/loadtest.md.
+//
+//	harness createdb -dsn DSN
+//	harness verify   -dsn DSN -summary run/loadtest/summary.json -orders run/loadtest/orders.log -instances run/cluster/instances [-expect-failure]
+//	harness baseline -dsn DSN [-workers 64] [-duration 20s]
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: harness <command> [flags]
+
+commands:
+  createdb   create the database named in -dsn if it does not exist
+  verify     check a k6 run against the database and the instances' /metrics; a verdict table
+  baseline   drive the order transaction straight at the database: its orders/s, no HTTP, no lock
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command")
+	}
+	cmd, rest := args[1], args[2:]
+	switch cmd {
+	case "createdb":
+		return runCreateDB(ctx, rest, stdout, stderr)
+	case "verify":
+		return runVerify(ctx, rest, stdout, stderr)
+	case "baseline":
+		return runBaseline(ctx, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}

@@ -1,0 +1,309 @@
+// k6 load test of the seckill service through nginx (scripts/cluster.sh or docker-compose.yml).
+//
+// Two scenarios, one after the other, each on its own freshly created voucher:
+//   storm   — duplicate storm: STORM_RATE new users a second, each firing STORM_BURST orders for
+//             the same voucher at once (one http.batch, one connection per request), so nginx's
+//             round-robin hands the same user to every instance. Stock covers every user, so the
+//             only thing standing between a user and a second order is the lock (and, last, the
+//             database's unique key).
+//   sellout — SELLOUT_RATE distinct users a second, one order each, five times more users than
+//             stock: the stock must reach exactly zero and never below. The default rate is above
+//             what the service completes on a 2-core machine, so while stock lasts it measures
+//             the service's orders per second under a burst (docs/loadtest.md).
+//
+// The verdict is not given here but by the database: `bin/harness verify` reads the summary
+// this script writes (the vouchers and their initial stock, as created by setup()) and the
+// orders it logged, and checks them against MySQL. See docs/loadtest.md.
+//
+// Environment (all optional):
+//   BASE_URL        http://127.0.0.1:8080 (loopback only: the script refuses anything else)
+//   ADMIN_TOKEN     loadtest-admin-token
+//   DURATION        seconds of load per scenario (30)
+//   STORM_RATE      new users per second in the storm (40)
+//   STORM_BURST     concurrent orders per storm user (8)
+//   SELLOUT_RATE    users (= requests) per second in the sell-out (300)
+//   SELLOUT_STOCK   stock of the sell-out voucher (SELLOUT_RATE*DURATION/5)
+//   USER_BASE       first user id (1000000000; storm users count up from it, sell-out users
+//                   from USER_BASE+50000000)
+//   STORM_P99_MS    p99 latency threshold of the storm, milliseconds (2000; see docs/loadtest.md)
+//   SELLOUT_P99_MS  p99 latency threshold of the sell-out, milliseconds (5000; see docs/loadtest.md)
+//   EXPECT_FAILURE  1 when a broken guard is under test: no latency thresholds (0)
+//   LOCK            the guard under test, only recorded in the summary (redis)
+//   SUMMARY         where handleSummary writes its JSON (run/loadtest/summary.json)
+// Orders answered 201 are logged one JSON line each with console.log: run k6 with
+// --log-format=json --console-output=<file> and hand that file to the verifier (handleSummary
+// only sees aggregated metrics, never individual responses, so the ids cannot travel in it).
+
+import http from 'k6/http';
+import exec from 'k6/execution';
+import { check } from 'k6';
+import { Counter, Trend } from 'k6/metrics';
+
+const env = (name, def) => (__ENV[name] !== undefined && __ENV[name] !== '' ? __ENV[name] : def);
+const num = (name, def) => {
+  const v = Number(env(name, def));
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} must be a positive number, got ${__ENV[name]}`);
+  return v;
+};
+
+const BASE_URL = env('BASE_URL', 'http://127.0.0.1:8080');
+if (!/^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?$/.test(BASE_URL)) {
+  throw new Error(`BASE_URL must be a loopback address, got ${BASE_URL}`);
+}
+const ADMIN_TOKEN = env('ADMIN_TOKEN', 'loadtest-admin-token');
+const DURATION = num('DURATION', 30);
+const STORM_RATE = num('STORM_RATE', 40);
+const STORM_BURST = num('STORM_BURST', 8);
+const SELLOUT_RATE = num('SELLOUT_RATE', 300);
+const SELLOUT_STOCK = num('SELLOUT_STOCK', Math.max(1, Math.floor((SELLOUT_RATE * DURATION) / 5)));
+const USER_BASE = num('USER_BASE', 1000000000);
+const SELLOUT_USER_OFFSET = 50000000;
+const STORM_P99_MS = num('STORM_P99_MS', 2000);
+const SELLOUT_P99_MS = num('SELLOUT_P99_MS', 5000);
+// With a broken guard on purpose (LOCK=local|none) every duplicate reaches the database, which is
+// slower by design: the latency bounds then do not apply; the correctness thresholds still do.
+const EXPECT_FAILURE = env('EXPECT_FAILURE', '0') === '1';
+const LOCK = env('LOCK', 'redis');
+const SUMMARY = env('SUMMARY', 'run/loadtest/summary.json');
+
+const SCENARIOS = ['storm', 'sellout'];
+// Every answer the API may give an order request (issue 2), plus two buckets for the rest.
+const RESULTS = ['created', 'already_ordered', 'order_in_progress', 'sold_out', 'sale_not_active',
+  'not_found', 'invalid_argument', 'unavailable', 'other_4xx', 'server_error'];
+
+// One counter per scenario and result: they all appear in the summary without extra thresholds.
+const counters = {};
+for (const s of SCENARIOS) {
+  counters[s] = {};
+  for (const r of RESULTS) counters[s][r] = new Counter(`${s}_${r}`);
+}
+// Wall-clock time of every 201: min and max bound the window in which orders were created,
+// which gives orders per second independent of how long the scenario kept sending.
+const createdAt = { storm: new Trend(`storm_created_at_ms`), sellout: new Trend(`sellout_created_at_ms`) };
+// Per-scenario latency of the order requests (http_req_duration, kept per scenario so that
+// the figures exist whether or not a threshold is declared on them).
+const latency = { storm: new Trend('storm_order_duration', true), sellout: new Trend('sellout_order_duration', true) };
+const serverErrors = new Counter('server_errors');
+
+// 201 and 409 are the answers of a healthy service under this load; anything else is a failure.
+http.setResponseCallback(http.expectedStatuses(201, 409));
+
+export const options = {
+  scenarios: {
+    storm: {
+      executor: 'constant-arrival-rate',
+      exec: 'storm',
+      rate: STORM_RATE,
+      timeUnit: '1s',
+      duration: `${DURATION}s`,
+      preAllocatedVUs: Math.ceil(STORM_RATE),
+      maxVUs: Math.ceil(STORM_RATE * 10),
+      gracefulStop: '10s',
+    },
+    sellout: {
+      executor: 'constant-arrival-rate',
+      exec: 'sellout',
+      startTime: `${DURATION + 3}s`,
+      rate: SELLOUT_RATE,
+      timeUnit: '1s',
+      duration: `${DURATION}s`,
+      preAllocatedVUs: Math.ceil(SELLOUT_RATE),
+      maxVUs: Math.ceil(SELLOUT_RATE * 5),
+      gracefulStop: '10s',
+    },
+  },
+  // http.batch sends all of a storm user's orders at once, each on its own connection.
+  batch: STORM_BURST,
+  batchPerHost: STORM_BURST,
+  summaryTrendStats: ['avg', 'min', 'med', 'p(90)', 'p(95)', 'p(99)', 'max'],
+  thresholds: Object.assign(
+    {
+      server_errors: ['count==0'],
+      http_req_failed: ['rate==0'],
+      checks: ['rate==1'],
+    },
+    EXPECT_FAILURE
+      ? {}
+      : {
+          storm_order_duration: [`p(99)<${STORM_P99_MS}`],
+          sellout_order_duration: [`p(99)<${SELLOUT_P99_MS}`],
+        },
+  ),
+};
+
+function createVoucher(scenario, stamp, stock) {
+  const title = `loadtest ${scenario} ${stamp}`;
+  const now = Date.now();
+  const body = JSON.stringify({
+    title,
+    stock,
+    beginTime: new Date(now - 60 * 1000).toISOString(),
+    endTime: new Date(now + 2 * 3600 * 1000).toISOString(),
+  });
+  const res = http.post(`${BASE_URL}/api/vouchers`, body, {
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${ADMIN_TOKEN}` },
+    responseCallback: http.expectedStatuses(201),
+  });
+  if (res.status !== 201) throw new Error(`create voucher ${title}: ${res.status} ${res.body}`);
+  const id = res.json('id');
+  if (!Number.isSafeInteger(id) || id <= 0) throw new Error(`create voucher ${title}: bad id in ${res.body}`);
+  return { scenario, id, stock };
+}
+
+export function setup() {
+  const stamp = new Date().toISOString();
+  // One more second of users than the scenario lasts: constant-arrival-rate may start one
+  // iteration more than rate × duration, and the storm must never run out of stock.
+  const stormStock = Math.ceil(STORM_RATE * (DURATION + 1));
+  return {
+    startedAt: stamp,
+    userBase: USER_BASE,
+    vouchers: [
+      createVoucher('storm', stamp, stormStock),
+      createVoucher('sellout', stamp, SELLOUT_STOCK),
+    ],
+  };
+}
+
+function orderRequest(voucherId, userId) {
+  return {
+    method: 'POST',
+    url: `${BASE_URL}/api/vouchers/${voucherId}/orders`,
+    body: null,
+    params: { headers: { 'X-User-ID': String(userId) }, tags: { name: 'POST /api/vouchers/{id}/orders' } },
+  };
+}
+
+function classify(res) {
+  if (res.status === 201) return 'created';
+  if (res.status >= 500 || res.status === 0) return 'server_error';
+  let code = '';
+  try {
+    code = res.json('error.code');
+  } catch (_) {
+    return 'other_4xx';
+  }
+  return RESULTS.includes(code) && code !== 'created' ? code : 'other_4xx';
+}
+
+function record(scenario, voucherId, userId, res) {
+  const result = classify(res);
+  counters[scenario][result].add(1);
+  latency[scenario].add(res.timings.duration);
+  if (res.status >= 500) serverErrors.add(1);
+  let orderId = '';
+  if (res.status === 201) {
+    try {
+      orderId = res.json('orderId');
+    } catch (_) {
+      orderId = '';
+    }
+  }
+  check(res, {
+    'status is 201 or 409': (r) => r.status === 201 || r.status === 409,
+    '201 carries a decimal orderId string': (r) => r.status !== 201 || (typeof orderId === 'string' && /^[1-9][0-9]*$/.test(orderId)),
+    '409 carries a known error code': (r) => r.status !== 409 || ['already_ordered', 'order_in_progress', 'sold_out'].includes(result),
+  });
+  if (res.status === 201) {
+    createdAt[scenario].add(Date.now());
+    // One line per order, read back by the verifier (see the header).
+    console.log(JSON.stringify({ order: { id: String(orderId), user: userId, voucher: voucherId, scenario } }));
+  }
+}
+
+function voucherOf(data, scenario) {
+  return data.vouchers.find((v) => v.scenario === scenario).id;
+}
+
+export function storm(data) {
+  const voucherId = voucherOf(data, 'storm');
+  const userId = data.userBase + exec.scenario.iterationInTest;
+  const reqs = [];
+  for (let i = 0; i < STORM_BURST; i++) reqs.push(orderRequest(voucherId, userId));
+  for (const res of http.batch(reqs)) record('storm', voucherId, userId, res);
+}
+
+export function sellout(data) {
+  const voucherId = voucherOf(data, 'sellout');
+  const userId = data.userBase + SELLOUT_USER_OFFSET + exec.scenario.iterationInTest;
+  const r = orderRequest(voucherId, userId);
+  record('sellout', voucherId, userId, http.post(r.url, r.body, r.params));
+}
+
+// ---- summary ----
+
+const metric = (data, name) => (data.metrics[name] ? data.metrics[name].values : undefined);
+const count = (data, name) => (metric(data, name) ? metric(data, name).count : 0);
+
+function scenarioFigures(data, s) {
+  const results = {};
+  let requests = 0;
+  for (const r of RESULTS) {
+    results[r] = count(data, `${s}_${r}`);
+    requests += results[r];
+  }
+  const lat = metric(data, `${s}_order_duration`) || {};
+  const ts = metric(data, `${s}_created_at_ms`);
+  const windowS = ts && ts.max > ts.min ? (ts.max - ts.min) / 1000 : 0;
+  return {
+    requests,
+    requestsPerSec: requests / DURATION,
+    orders: results.created,
+    ordersPerSec: windowS > 0 ? results.created / windowS : 0,
+    orderWindowSec: windowS,
+    latencyMs: { p50: lat.med, p95: lat['p(95)'], p99: lat['p(99)'], max: lat.max },
+    results,
+  };
+}
+
+function fmt(n, digits = 1) {
+  return n === undefined || n === null ? '-' : Number(n).toFixed(digits);
+}
+
+function textReport(summary) {
+  const lines = [];
+  lines.push(`k6 figures (LOCK=${summary.lock}, ${summary.durationSec}s per scenario)`);
+  lines.push('scenario  requests  req/s   orders  orders/s  p50ms   p95ms   p99ms   maxms');
+  for (const s of SCENARIOS) {
+    const f = summary.scenarios[s];
+    lines.push(
+      `${s.padEnd(8)}  ${String(f.requests).padStart(8)}  ${fmt(f.requestsPerSec).padStart(6)}  ${String(f.orders).padStart(6)}  ${fmt(f.ordersPerSec).padStart(8)}  ` +
+        `${fmt(f.latencyMs.p50).padStart(6)}  ${fmt(f.latencyMs.p95).padStart(6)}  ${fmt(f.latencyMs.p99).padStart(6)}  ${fmt(f.latencyMs.max).padStart(6)}`,
+    );
+  }
+  lines.push('results per scenario:');
+  for (const s of SCENARIOS) {
+    const nonzero = Object.entries(summary.scenarios[s].results).filter(([, n]) => n > 0);
+    lines.push(`  ${s.padEnd(8)} ${nonzero.map(([r, n]) => `${r}=${n}`).join('  ') || '(none)'}`);
+  }
+  lines.push(`dropped iterations: ${summary.droppedIterations}`);
+  lines.push('thresholds:');
+  for (const [name, ok] of Object.entries(summary.thresholds)) lines.push(`  ${ok ? 'ok  ' : 'FAIL'} ${name}`);
+  return lines.join('\n') + '\n';
+}
+
+export function handleSummary(data) {
+  const thresholds = {};
+  for (const [name, m] of Object.entries(data.metrics)) {
+    for (const [expr, t] of Object.entries(m.thresholds || {})) thresholds[`${name}: ${expr}`] = t.ok;
+  }
+  const scenarios = {};
+  for (const s of SCENARIOS) scenarios[s] = scenarioFigures(data, s);
+  const summary = {
+    lock: LOCK,
+    baseUrl: BASE_URL,
+    startedAt: data.setup_data ? data.setup_data.startedAt : null,
+    durationSec: DURATION,
+    params: { STORM_RATE, STORM_BURST, SELLOUT_RATE, SELLOUT_STOCK, USER_BASE, STORM_P99_MS, SELLOUT_P99_MS },
+    // What setup() created: the verifier's trustworthy source for the initial stock.
+    vouchers: data.setup_data ? data.setup_data.vouchers : [],
+    scenarios,
+    droppedIterations: count(data, 'dropped_iterations'),
+    thresholds,
+    metrics: data.metrics,
+  };
+  return {
+    stdout: textReport(summary),
+    [SUMMARY]: JSON.stringify(summary, null, 2),
+  };
+}

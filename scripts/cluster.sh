@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# cluster.sh — the load-test topology without Docker: N seckill instances on loopback ports
+# and nginx (Debian's package, run as whoever calls this script, in the foreground of its own
+# prefix) round-robin in front of them on 127.0.0.1:8080, against the MariaDB/MySQL and Redis
+# you point it at. It uses the same deploy/nginx/nginx.conf as docker-compose.yml; only the
+# upstream addresses (and the listen address, pinned to loopback) differ.
+#
+#   scripts/cluster.sh up       build, create the database, migrate, start everything, wait healthy
+#   scripts/cluster.sh status   each part, its pid and its health; exit 1 if any part is down
+#   scripts/cluster.sh down     stop what `up` started, by the pids it recorded
+#
+# Settings (environment):
+#   CLUSTER_INSTANCES   number of seckill instances            (default 2)
+#   CLUSTER_BASE_PORT   port of the first instance             (default 18081; then 18082, ...)
+#   CLUSTER_RUN_DIR     pids, logs, nginx prefix               (default <repo>/run/cluster)
+#   SECKILL_MYSQL_DSN   go-sql-driver DSN; the database is created if missing
+#                       (default root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC)
+#   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379)
+#   SECKILL_ADMIN_TOKEN (default loadtest-admin-token)
+#   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY   passed to every instance
+#                       (defaults redis, 10s, 0s — see docs/loadtest.md for the delay)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUN_DIR=${CLUSTER_RUN_DIR:-$ROOT/run/cluster}
+INSTANCES=${CLUSTER_INSTANCES:-2}
+BASE_PORT=${CLUSTER_BASE_PORT:-18081}
+NGINX_ADDR=127.0.0.1:8080
+GO=${GO:-go}
+
+export SECKILL_MYSQL_DSN=${SECKILL_MYSQL_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
+export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
+export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-loadtest-admin-token}
+export SECKILL_LOCK=${SECKILL_LOCK:-redis}
+export SECKILL_LOCK_TTL=${SECKILL_LOCK_TTL:-10s}
+export SECKILL_ORDER_DELAY=${SECKILL_ORDER_DELAY:-0s}
+
+log() { printf 'cluster: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# alive PIDFILE PATTERN: the recorded process still runs and is the program we started (a
+# recycled pid belonging to something else is never signalled).
+alive() {
+	local pidfile=$1 pattern=$2 pid
+	[[ -s $pidfile ]] || return 1
+	pid=$(<"$pidfile")
+	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$pattern"
+}
+
+# stop PIDFILE PATTERN NAME: SIGTERM (graceful: in-flight orders finish), SIGKILL after 15 s.
+stop() {
+	local pidfile=$1 pattern=$2 name=$3 pid i
+	if ! alive "$pidfile" "$pattern"; then
+		rm -f "$pidfile"
+		return 0
+	fi
+	pid=$(<"$pidfile")
+	kill -TERM "$pid"
+	for ((i = 0; i < 150; i++)); do
+		alive "$pidfile" "$pattern" || break
+		sleep 0.1
+	done
+	if alive "$pidfile" "$pattern"; then
+		log "$name (pid $pid) ignored SIGTERM for 15 s; SIGKILL"
+		kill -KILL "$pid"
+	fi
+	rm -f "$pidfile"
+	log "stopped $name (pid $pid)"
+}
+
+# wait_http URL SECONDS PIDFILE: poll until URL answers 2xx or the process died. (kill -0, not
+# alive: just after `cmd &` the child may not have exec'd yet and still looks like bash.)
+wait_http() {
+	local url=$1 secs=$2 pid i
+	pid=$(<"$3")
+	for ((i = 0; i < secs * 10; i++)); do
+		curl -fsS -o /dev/null --max-time 1 "$url" 2>/dev/null && return 0
+		kill -0 "$pid" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+ensure_pkg() { # ensure_pkg COMMAND PACKAGE
+	command -v "$1" >/dev/null 2>&1 || [[ -x /usr/sbin/$1 ]] && return 0
+	log "$1 not found: installing Debian package $2"
+	local sudo=()
+	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+	"${sudo[@]}" apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "$2" >/dev/null
+}
+
+nginx_bin() { command -v nginx 2>/dev/null || echo /usr/sbin/nginx; }
+
+instance_port() { echo $((BASE_PORT + $1 - 1)); }
+
+cmd_up() {
+	local i port n
+	mkdir -p "$RUN_DIR"
+	for ((i = 1; i <= INSTANCES; i++)); do
+		alive "$RUN_DIR/seckill-$i.pid" bin/seckill && die "instance $i already runs; scripts/cluster.sh down first"
+	done
+	alive "$RUN_DIR/nginx.pid" nginx && die "nginx already runs; scripts/cluster.sh down first"
+	ensure_pkg nginx nginx
+	ensure_pkg curl curl
+
+	ports=("$NGINX_ADDR")
+	for ((i = 1; i <= INSTANCES; i++)); do ports+=("127.0.0.1:$(instance_port "$i")"); done
+	for p in "${ports[@]}"; do
+		ss -Hltn "sport = :${p##*:}" | grep -q . && die "port ${p##*:} is taken (ss -ltnp to see by what)"
+	done
+
+	log "building bin/seckill and bin/harness"
+	(cd "$ROOT" && "$GO" build -o bin/seckill ./cmd/seckill && "$GO" build -o bin/harness ./loadtest/harness)
+
+	log "database: create if missing, migrate"
+	# Each instance's pool opens up to 32 MySQL connections (cmd/seckill/instance.go).
+	"$ROOT/bin/harness" createdb -dsn "$SECKILL_MYSQL_DSN" -need-connections $((INSTANCES * 32 + 2))
+	"$ROOT/bin/seckill" migrate >"$RUN_DIR/migrate.log" 2>&1 || {
+		cat "$RUN_DIR/migrate.log" >&2
+		die "migrate failed"
+	}
+
+	[[ $SECKILL_LOCK == redis ]] || log "WARNING: SECKILL_LOCK=$SECKILL_LOCK — a broken guard, on purpose"
+	: >"$RUN_DIR/instances"
+	for ((i = 1; i <= INSTANCES; i++)); do
+		port=$(instance_port "$i")
+		SECKILL_HTTP_ADDR=127.0.0.1:$port nohup "$ROOT/bin/seckill" serve \
+			>"$RUN_DIR/seckill-$i.log" 2>&1 </dev/null &
+		echo $! >"$RUN_DIR/seckill-$i.pid"
+		echo "http://127.0.0.1:$port" >>"$RUN_DIR/instances"
+	done
+	for ((i = 1; i <= INSTANCES; i++)); do
+		port=$(instance_port "$i")
+		wait_http "http://127.0.0.1:$port/readyz" 30 "$RUN_DIR/seckill-$i.pid" || {
+			tail -20 "$RUN_DIR/seckill-$i.log" >&2
+			cmd_down
+			die "instance $i on :$port did not become ready (log: $RUN_DIR/seckill-$i.log)"
+		}
+		log "instance $i ready on 127.0.0.1:$port (pid $(<"$RUN_DIR/seckill-$i.pid"))"
+	done
+
+	# nginx: the shared config, listening on loopback only, with this topology's upstream.
+	n=$RUN_DIR/nginx
+	mkdir -p "$n/conf" "$n/logs"
+	sed 's/^\([[:space:]]*\)listen 8080;/\1listen 127.0.0.1:8080;/' "$ROOT/deploy/nginx/nginx.conf" >"$n/conf/nginx.conf"
+	grep -q 'listen 127.0.0.1:8080;' "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'listen 8080;' line to pin to loopback"
+	{
+		echo "# written by scripts/cluster.sh up"
+		echo "upstream seckill {"
+		for ((i = 1; i <= INSTANCES; i++)); do echo "    server 127.0.0.1:$(instance_port "$i");"; done
+		echo "    keepalive 64;"
+		echo "}"
+	} >"$n/conf/upstream.conf"
+	local nginx_args=(-p "$n/" -c conf/nginx.conf -e logs/error.log -g "daemon off; pid $n/nginx.pid;")
+	"$(nginx_bin)" -t -q "${nginx_args[@]}" || die "nginx config test failed"
+	nohup "$(nginx_bin)" "${nginx_args[@]}" >"$n/logs/stdout.log" 2>&1 </dev/null &
+	echo $! >"$RUN_DIR/nginx.pid"
+	wait_http "http://$NGINX_ADDR/healthz" 10 "$RUN_DIR/nginx.pid" || {
+		tail -20 "$n/logs/error.log" >&2
+		cmd_down
+		die "nginx did not come up on $NGINX_ADDR"
+	}
+	log "nginx ready on $NGINX_ADDR (pid $(<"$RUN_DIR/nginx.pid")), round-robin over $INSTANCES instances, SECKILL_LOCK=$SECKILL_LOCK"
+}
+
+cmd_down() {
+	local i f
+	stop "$RUN_DIR/nginx.pid" nginx nginx
+	for f in "$RUN_DIR"/seckill-*.pid; do
+		[[ -e $f ]] || continue
+		i=${f##*/seckill-}
+		stop "$f" bin/seckill "instance ${i%.pid}"
+	done
+}
+
+# status_line PART PIDFILE PATTERN ADDR PATH: one row of `status`; fails if the part is down.
+status_line() {
+	local part=$1 pidfile=$2 pattern=$3 addr=$4 path=$5 state rc=0
+	if ! alive "$pidfile" "$pattern"; then
+		state=stopped
+		rc=1
+	elif curl -fsS -o /dev/null --max-time 2 "http://$addr$path"; then
+		state="ready ($path 200)"
+	else
+		state="NOT READY ($path failed)"
+		rc=1
+	fi
+	printf '%-12s %-8s %-18s %s\n' "$part" "$(cat "$pidfile" 2>/dev/null || echo -)" "$addr" "$state"
+	return $rc
+}
+
+cmd_status() {
+	local ok=0 f i
+	if [[ -z $(compgen -G "$RUN_DIR/*.pid") ]]; then
+		echo "cluster is down (no pid files in $RUN_DIR)"
+		return 1
+	fi
+	printf '%-12s %-8s %-18s %s\n' PART PID ADDRESS HEALTH
+	for f in "$RUN_DIR"/seckill-*.pid; do
+		[[ -e $f ]] || continue
+		i=${f##*/seckill-}
+		i=${i%.pid}
+		status_line "seckill-$i" "$f" bin/seckill "127.0.0.1:$(instance_port "$i")" /readyz || ok=1
+	done
+	# Through nginx: /healthz of whichever instance round-robin picks.
+	status_line nginx "$RUN_DIR/nginx.pid" nginx "$NGINX_ADDR" /healthz || ok=1
+	return $ok
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down) cmd_down ;;
+status) cmd_status ;;
+*)
+	echo "usage: $0 up|down|status" >&2
+	exit 2
+	;;
+esac
