@@ -36,7 +36,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.IntVar(&o.stock, "stock", 100, "stock of each guard's voucher")
 		fs.IntVar(&o.inFlight, "in-flight", 40, "users storming at the same time")
 		fs.DurationVar(&o.delay, "delay", 5*time.Millisecond, "business processing inside the critical section (overrides SECKILL_ORDER_DELAY)")
-		fs.StringVar(&o.guards, "guards", "none,local,redis", "guards to run, comma-separated")
+		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote", "guards to run, comma-separated")
 	})
 	if err != nil {
 		return err

@@ -183,6 +183,6 @@ func printDemo(w io.Writer, rows []demoResult) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-6s %s\n", r.guard, r.verdict())
+		fmt.Fprintf(w, "%-12s %s\n", r.guard, r.verdict())
 	}
 }

@@ -45,7 +45,7 @@ func newInstance(ctx context.Context, log *slog.Logger, cfg config, st *stores) 
 	}
 
 	inst.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	locks, closeLocks := lockKinds[cfg.lock].new(rdb, inst.process)
+	locks, closeLocks := lockKinds[cfg.lock].new(rdb, inst.process, cfg.lockTTL)
 	inst.closers = append([]func() error{closeLocks}, inst.closers...)
 
 	vouchers := voucher.NewService(voucher.NewStore(db.DB))

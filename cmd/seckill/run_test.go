@@ -254,7 +254,8 @@ func TestDemoShowsEachGuard(t *testing.T) {
 	err := run(context.Background(), []string{"seckill", "demo", "-users", "60", "-per-user", "8", "-stock", "30"},
 		func(string) string { return "" }, &out, io.Discard)
 	require.NoError(t, err, out.String())
-	for _, want := range []string{"none   FAILS AS EXPECTED", "local  FAILS AS EXPECTED", "redis  PASS"} {
+	for _, want := range []string{"none         FAILS AS EXPECTED", "local        FAILS AS EXPECTED", "redis        PASS",
+		"reentrant    PASS", "fair         PASS", "localremote  PASS"} {
 		assert.Contains(t, out.String(), want)
 	}
 }
