@@ -15,25 +15,8 @@ import (
 	"github.com/seckill/seckill/internal/voucher"
 )
 
-// databases returns the embedded SQLite database and, in integration builds, a fresh
-// database on the real MariaDB, each migrated.
 func databases(t *testing.T) map[string]*database.DB {
-	t.Helper()
-	ctx := context.Background()
-	sqlite, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{MaxOpen: 16})
-	require.NoError(t, err)
-	dbs := map[string]*database.DB{"sqlite": sqlite}
-	if testenv.Integration {
-		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{MaxOpen: 16})
-		require.NoError(t, err)
-		dbs["mysql"] = mysql
-	}
-	for _, db := range dbs {
-		t.Cleanup(func() { _ = db.Close() })
-		_, err := db.Migrate(ctx)
-		require.NoError(t, err)
-	}
-	return dbs
+	return testenv.Databases(t, database.Pool{MaxOpen: 16})
 }
 
 func newVoucher(t *testing.T, db *database.DB, stock int) int64 {

@@ -15,26 +15,7 @@ import (
 	"github.com/seckill/seckill/internal/voucher"
 )
 
-// databases returns the embedded SQLite database always and, in integration builds, a fresh
-// database on the real MariaDB/MySQL; both migrated.
-func databases(t *testing.T) map[string]*database.DB {
-	t.Helper()
-	ctx := context.Background()
-	sqlite, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{})
-	require.NoError(t, err)
-	dbs := map[string]*database.DB{"sqlite": sqlite}
-	if testenv.Integration {
-		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{})
-		require.NoError(t, err)
-		dbs["mysql"] = mysql
-	}
-	for _, db := range dbs {
-		t.Cleanup(func() { _ = db.Close() })
-		_, err := db.Migrate(ctx)
-		require.NoError(t, err)
-	}
-	return dbs
-}
+func databases(t *testing.T) map[string]*database.DB { return testenv.Databases(t, database.Pool{}) }
 
 func utc(s string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
