@@ -9,7 +9,7 @@ test:
 
 ## test-integration: the same suites plus the real MariaDB/MySQL and Redis (never skipped)
 test-integration:
-	$(GO) test -race -tags integration ./...
+	$(GO) test -race -count=1 -tags integration ./...
 
 ## build: the binary at bin/seckill
 build:
