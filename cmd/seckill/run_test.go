@@ -251,7 +251,7 @@ func getJSON(t *testing.T, url string, v any) {
 
 func TestDemoShowsEachGuard(t *testing.T) {
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"seckill", "demo", "-users", "60", "-per-user", "8", "-stock", "30"},
+	err := run(context.Background(), []string{"seckill", "demo", "-users", "60", "-per-user", "8", "-stock", "200", "-delay", "20ms"},
 		func(string) string { return "" }, &out, io.Discard)
 	require.NoError(t, err, out.String())
 	for _, want := range []string{"none         FAILS AS EXPECTED", "local        FAILS AS EXPECTED", "redis        PASS",
