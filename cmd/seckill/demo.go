@@ -173,8 +173,16 @@ func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *stores, o
 	codes := storm(ctx, client, cl.url, vid, o)
 	r := demoResult{guard: cfg.lock, safe: lockKinds[cfg.lock].safe, attempts: o.users * o.perUser, initialStock: o.stock, codes: codes}
 	for _, inst := range cl.instances {
-		r.dupBlocked += counterValue(inst.registry, "seckill_orders_total", "result", "duplicate_blocked_by_db")
-		r.lockLost += counterValue(inst.registry, "seckill_lock_lost_total", "", "")
+		dup, err := counterValue(inst.registry, "seckill_orders_total", "result", "duplicate_blocked_by_db")
+		if err != nil {
+			return demoResult{}, err
+		}
+		lost, err := counterValue(inst.registry, "seckill_lock_lost_total", "", "")
+		if err != nil {
+			return demoResult{}, err
+		}
+		r.dupBlocked += dup
+		r.lockLost += lost
 	}
 	if err := r.readDB(ctx, cl.instances[0].db, vid); err != nil {
 		return demoResult{}, err

@@ -77,11 +77,12 @@ func placeOrder(ctx context.Context, client *http.Client, base string, voucherID
 	return e.Error.Code
 }
 
-// counterValue sums the counter name (with label=value, if label is set) in g.
-func counterValue(g prometheus.Gatherer, name, label, value string) int {
+// counterValue sums the counter name (with label=value, if label is set) in g. A failed
+// gather is an error, never a number: a made-up count could hide duplicates from the verdict.
+func counterValue(g prometheus.Gatherer, name, label, value string) (int, error) {
 	mfs, err := g.Gather()
 	if err != nil {
-		return -1
+		return 0, fmt.Errorf("read %s: %w", name, err)
 	}
 	total := 0.0
 	for _, mf := range mfs {
@@ -94,7 +95,7 @@ func counterValue(g prometheus.Gatherer, name, label, value string) int {
 			}
 		}
 	}
-	return int(total)
+	return int(total), nil
 }
 
 func hasLabel[L interface {
