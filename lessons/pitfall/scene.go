@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/lock"
 )
 
 // A Scene is one run of one pitfall variant: the actors, the Redis server they share and
@@ -139,7 +137,7 @@ func (s *Scene) Go(name string, fn func(ctx context.Context, a *Actor) error, op
 }
 
 func (a *Actor) main(fn func(ctx context.Context, a *Actor) error) {
-	a.gid = lock.GoroutineID()
+	a.gid = readGoroutineID()
 	a.scene.mu.Lock()
 	a.scene.byGID[a.gid] = a.Name
 	a.scene.mu.Unlock()
@@ -317,7 +315,7 @@ func (s *Scene) record(e Event) {
 
 // actorOf names the actor running on the calling goroutine, for the command recorder.
 func (s *Scene) actorOf() string {
-	id := lock.GoroutineID()
+	id := readGoroutineID()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, ok := s.byGID[id]; ok {

@@ -9,9 +9,9 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 9 (Go-specific) — article 003's value is UUID + thread id, and its unlock compares
-// it with the current thread's. lock.SimpleRedisLock carries that over as process UUID +
-// goroutine id (lock.Owner). But a Go request often hands its work to another goroutine,
+// Pitfall 9 (Go-specific) — hmdp's SimpleRedisLock value is UUID + thread id, and its unlock
+// compares it with the current thread's. lock.SimpleRedisLock carries that over as process
+// UUID + goroutine id. But a Go request often hands its work to another goroutine,
 // and that goroutine is a different owner: it cannot release (or renew) the lock it works
 // under.
 var goroutineID = &Pitfall{
