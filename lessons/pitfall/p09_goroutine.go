@@ -16,7 +16,7 @@ import (
 // under.
 var goroutineID = &Pitfall{
 	Num: "9", Name: "goroutine-id", Title: "Identity by goroutine id",
-	Source: "003 Redis分布式锁误删问题, 改进代码 (value = UUID + thread id); Go's goroutines (lock.GoroutineID)",
+	Source: "003 Redis分布式锁误删问题, 改进代码 (value = UUID + thread id); Go's goroutine ids",
 	Story: "A's handler goroutine takes lock.SimpleRedisLock, hands the work to a worker goroutine and returns. " +
 		"The worker does the work and calls Unlock: its goroutine id is not the one in the value, so the " +
 		"compare-and-delete deletes nothing and reports ErrNotHeld. The lock stays until its TTL runs out; B, " +

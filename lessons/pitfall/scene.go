@@ -98,7 +98,7 @@ func newScene(ctx context.Context, srv *server, ns string) *Scene {
 	}
 }
 
-// LockName returns the name to give a lock (its key is lock.KeyPrefix + LockName).
+// LockName returns the name to give a lock: the scene's namespace, then name.
 func (s *Scene) LockName(name string) string { return s.ns + name }
 
 // Go creates actor name running fn in its own goroutine. The actor does not start until the
