@@ -87,7 +87,7 @@ ensure_pkg() { # ensure_pkg COMMAND PACKAGE
 	local sudo=()
 	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
 	"${sudo[@]}" apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "$2" >/dev/null
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$2" >/dev/null
 }
 
 nginx_bin() { command -v nginx 2>/dev/null || echo /usr/sbin/nginx; }

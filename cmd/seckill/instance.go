@@ -49,7 +49,7 @@ func newInstance(ctx context.Context, log *slog.Logger, cfg config, st *stores) 
 	inst.closers = append([]func() error{closeLocks}, inst.closers...)
 
 	vouchers := voucher.NewService(voucher.NewStore(db.DB))
-	orders := order.NewService(vouchers, order.NewSQLStore(db), locks, idgen.New(rdb, "order", nil),
+	orders := order.NewService(vouchers, order.NewSQLStore(db), locks, idgen.New(rdb, "order"),
 		order.NewMetrics(inst.registry), log, order.Config{LockTTL: cfg.lockTTL, ProcessingDelay: cfg.orderDelay})
 	inst.handler = api.NewServer(log, api.Config{
 		AdminToken: cfg.adminToken,

@@ -67,7 +67,7 @@ func newStack(t *testing.T, name string, db *database.DB, rdb testenv.Redis) *st
 	vouchers := voucher.NewService(voucher.NewStore(db.DB))
 	orders := order.NewService(vouchers, order.NewSQLStore(db),
 		lock.NewSimpleRedisLocks(rdb.Client, lock.NewProcessID()),
-		idgen.New(rdb.Client, testenv.Unique("apitest"), nil), order.NewMetrics(reg), log, order.Config{})
+		idgen.New(rdb.Client, testenv.Unique("apitest")), order.NewMetrics(reg), log, order.Config{})
 	h := NewServer(log, Config{
 		AdminToken: testToken,
 		Ready: map[string]Check{

@@ -1,6 +1,13 @@
-// Package idgen generates globally unique, roughly time-ordered order ids with Redis, as
-// hmdp's RedisIdWorker does: the seconds since a fixed epoch in the high 32 bits and a
-// per-day Redis counter in the low 32.
+// Package idgen hands out order ids that never repeat, across instances and across a Redis that
+// restarts empty: int64, positive, ordered by the Redis server's clock, one round trip each.
+//
+// An id is (seconds since Epoch) << 32 | seq, the layout of hmdp's RedisIdWorker. Where that
+// worker takes seq from a per-day INCR counter and the time from each process's own clock, here
+// one script (scripts/lua/next_id.lua) takes both from the Redis server: the time from TIME, so
+// every instance reads the same clock, and seq = (microsecond within the second) << 12, or one
+// more than the last seq of that second if that is higher. The day counter starts again at 1
+// when Redis restarts empty, and so repeated the ids of the current second; a sequence that
+// starts at the clock's microsecond starts above every id the lost state issued.
 package idgen
 
 import (
@@ -10,45 +17,44 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/scripts/lua"
 )
 
 // Epoch is the zero of the id's time part: 2022-01-01T00:00:00Z.
 var Epoch = time.Date(2022, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// ErrOverflow is returned when a day's counter no longer fits in 32 bits.
-var ErrOverflow = errors.New("idgen: daily sequence exhausted")
+// ErrTimeRange is returned when the Redis server's clock is outside the 2^31 seconds after
+// Epoch that a positive int64 id can hold (2022 to 2090).
+var ErrTimeRange = errors.New("idgen: redis clock outside the id's time range")
 
-// Incrementer is the part of a Redis client the generator needs.
-type Incrementer interface {
-	Incr(ctx context.Context, key string) *redis.IntCmd
-}
+var nextScript = redis.NewScript(lua.NextID)
 
-// Generator hands out ids for one key prefix ("order" gives keys icr:order:2026:11:22).
+// Generator hands out the ids of one name; generators of the same name on the same Redis,
+// in any number of processes, share one sequence.
 type Generator struct {
-	client Incrementer
-	prefix string
-	now    func() time.Time
+	client redis.Scripter
+	key    string
 }
 
-// New returns a generator for prefix. now may be nil for time.Now.
-func New(client Incrementer, prefix string, now func() time.Time) *Generator {
-	if now == nil {
-		now = time.Now
-	}
-	return &Generator{client: client, prefix: prefix, now: now}
+// New returns the generator for name ("order"); its state is the Redis hash idgen:{name}.
+func New(client redis.Scripter, name string) *Generator {
+	return &Generator{client: client, key: "idgen:" + name}
 }
 
-// Next returns a new id: (seconds since Epoch) << 32 | INCR icr:{prefix}:{yyyy:mm:dd}.
-// Ids from different instances never collide because the counter is shared in Redis.
+// Next returns a new id, greater than every id the generator's Redis state has issued, or an
+// error wrapping the Redis error, or ErrTimeRange.
 func (g *Generator) Next(ctx context.Context) (int64, error) {
-	t := g.now().UTC()
-	key := "icr:" + g.prefix + ":" + t.Format("2006:01:02")
-	seq, err := g.client.Incr(ctx, key).Result()
+	parts, err := nextScript.Run(ctx, g.client, []string{g.key}).Int64Slice()
 	if err != nil {
 		return 0, fmt.Errorf("next id: %w", err)
 	}
-	if seq >= 1<<32 {
-		return 0, ErrOverflow
+	if len(parts) != 2 {
+		return 0, fmt.Errorf("next id: script returned %d values, want 2", len(parts))
 	}
-	return int64(t.Sub(Epoch)/time.Second)<<32 | seq, nil
+	sec, seq := parts[0]-Epoch.Unix(), parts[1]
+	if sec < 0 || sec >= 1<<31 {
+		return 0, fmt.Errorf("next id: %w: %s", ErrTimeRange, time.Unix(parts[0], 0).UTC())
+	}
+	return sec<<32 | seq, nil
 }

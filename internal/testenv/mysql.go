@@ -3,6 +3,8 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -28,7 +30,7 @@ func MySQLDSN(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := admin.PingContext(ctx); err != nil {
-		t.Fatalf("real MySQL/MariaDB at %s (SECKILL_TEST_MYSQL_DSN) unreachable: %v", cfg.Addr, err)
+		t.Fatal(pingFailure(cfg, err))
 	}
 	name := Unique("seckill_test_")
 	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
@@ -46,4 +48,22 @@ func MySQLDSN(t testing.TB) string {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	return cfg.FormatDSN()
+}
+
+// pingFailure says why the server at SECKILL_TEST_MYSQL_DSN did not answer the ping: it denied
+// the user access (1045, or 1698 from a MariaDB whose root logs in only over the socket), it
+// answered with another error, or it could not be reached at all.
+func pingFailure(cfg *mysql.Config, err error) string {
+	where := fmt.Sprintf("real MySQL/MariaDB at %s (SECKILL_TEST_MYSQL_DSN)", cfg.Addr)
+	var myErr *mysql.MySQLError
+	switch {
+	case errors.As(err, &myErr) && (myErr.Number == 1045 || myErr.Number == 1698):
+		return fmt.Sprintf("%s: access denied for user %q: %v\n"+
+			"Create a test user with the SQL in README.md (Quick start, \"A MySQL/MariaDB user\") and set "+
+			"SECKILL_TEST_MYSQL_DSN='seckill:seckill@tcp(127.0.0.1:3306)/'", where, cfg.User, err)
+	case errors.As(err, &myErr):
+		return fmt.Sprintf("%s answered with an error: %v", where, err)
+	default:
+		return fmt.Sprintf("%s unreachable: %v", where, err)
+	}
 }

@@ -55,3 +55,8 @@ var RegistryRelease string
 //
 //go:embed registry_extend.lua
 var RegistryExtend string
+
+// NextID is next_id.lua: the next id's second and sequence, from the Redis server's clock.
+//
+//go:embed next_id.lua
+var NextID string

@@ -1,0 +1,132 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisProcess is a redis-server of one test's own on a free 16xxx port of 127.0.0.1, without
+// persistence, for tests that must crash or restart a Redis (never the shared one). It is
+// killed when the test ends.
+type RedisProcess struct {
+	Addr string
+
+	t      testing.TB
+	bin    string
+	dir    string
+	cmd    *exec.Cmd
+	waited chan error
+}
+
+// RedisServerBin returns the redis-server binary: SECKILL_TEST_REDIS_SERVER_BIN, else the one
+// on PATH. It fails t, with how to install one, when there is none.
+func RedisServerBin(t testing.TB) string {
+	t.Helper()
+	if bin := Getenv("SECKILL_TEST_REDIS_SERVER_BIN", ""); bin != "" {
+		return bin
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("this test starts its own redis-server, and there is none on PATH: install it "+
+			"(Debian/Ubuntu: apt-get install --no-install-recommends redis-server) or set "+
+			"SECKILL_TEST_REDIS_SERVER_BIN (%v)", err)
+	}
+	return bin
+}
+
+// StartRedisServer starts a redis-server for t and waits until it answers.
+func StartRedisServer(t testing.TB) *RedisProcess {
+	t.Helper()
+	p := &RedisProcess{t: t, bin: RedisServerBin(t), dir: t.TempDir()}
+	t.Cleanup(p.kill)
+	var errs []error
+	for range 10 { // another process may take the port between the probe and the start
+		port := 16000 + rand.IntN(1000)
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		p.Addr = ln.Addr().String()
+		if err := p.start(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		return p
+	}
+	t.Fatalf("start redis-server on a free 16xxx port: %v", errs)
+	return nil
+}
+
+// Client returns a new client of the server, closed when t ends.
+func (p *RedisProcess) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: p.Addr})
+	p.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Restart kills the server (SIGKILL: a crash, nothing saved) and starts it again on the same
+// address, empty, as a Redis without persistence comes back.
+func (p *RedisProcess) Restart() {
+	p.t.Helper()
+	p.kill()
+	if err := p.start(); err != nil {
+		p.t.Fatalf("restart redis-server: %v", err)
+	}
+}
+
+func (p *RedisProcess) start() error {
+	_, port, _ := net.SplitHostPort(p.Addr)
+	log := filepath.Join(p.dir, "redis-"+port+".log")
+	cmd := exec.Command(p.bin, "--bind", "127.0.0.1", "--port", port,
+		"--save", "", "--appendonly", "no", "--dir", p.dir, "--logfile", log)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.bin, err)
+	}
+	p.cmd, p.waited = cmd, make(chan error, 1)
+	go func() { p.waited <- cmd.Wait() }()
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		select {
+		case err := <-p.waited:
+			p.waited <- err
+			return fmt.Errorf("redis-server on %s exited: %v (log: %s)", p.Addr, err, log)
+		case <-ctx.Done():
+			p.kill()
+			return fmt.Errorf("redis-server on %s does not answer: %w (log: %s)", p.Addr, ctx.Err(), log)
+		case <-time.After(5 * time.Millisecond):
+		}
+		// The pid tells our server from another that took the port first.
+		if info, err := c.Info(ctx, "server").Result(); err == nil {
+			if strings.Contains(info, "\r\nprocess_id:"+strconv.Itoa(cmd.Process.Pid)+"\r\n") {
+				return nil
+			}
+			p.kill()
+			return fmt.Errorf("another server answers on %s", p.Addr)
+		}
+	}
+}
+
+// kill ends the process, if any, and waits for it.
+func (p *RedisProcess) kill() {
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	err := <-p.waited
+	p.waited <- err
+	p.cmd = nil
+}
