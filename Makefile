@@ -47,7 +47,7 @@ pitfalls:
 
 ## pitfalls-docs: regenerate docs/pitfalls.md from the recorded timelines
 pitfalls-docs:
-	$(GO) test ./internal/lock/pitfall -run TestPitfallDocs -count=1 -update
+	$(GO) test ./lessons/pitfall -run TestPitfallDocs -count=1 -update
 
 ## ---- load test (docs/loadtest.md) ----
 K6_VERSION ?= v1.8.1

@@ -15,35 +15,36 @@ import (
 type lockKind struct {
 	// safe is false for the guards that exist to show failure.
 	safe bool
-	// new builds the guard of one instance; process is the instance's id and ttl the
-	// lease (SECKILL_LOCK_TTL). The returned func releases what the guard holds open.
+	// new builds the guard of one instance; process is the instance's id. The lease,
+	// SECKILL_LOCK_TTL, is not the guard's: the order service passes it to every TryLock. The
+	// returned func releases what the guard holds open.
 	new func(client redis.UniversalClient, process string, ttl time.Duration) (order.Locks, func() error)
 }
 
 var lockKinds = map[string]lockKind{
 	"redis": {safe: true, new: func(c redis.UniversalClient, process string, _ time.Duration) (order.Locks, func() error) {
-		return lock.SimpleRedisLocks{Client: c, Process: process}, noClose
+		return lock.NewSimpleRedisLocks(c, process), noClose
 	}},
-	// The Redisson-style locks hold with the watchdog: a lease of SECKILL_LOCK_TTL, renewed
-	// every TTL/3 while the order runs, so a slow order keeps its lock and a crashed
+	// The Redisson-style locks hold with the watchdog: TryLock's lease, SECKILL_LOCK_TTL, is
+	// renewed every TTL/3 while the order runs, so a slow order keeps its lock and a crashed
 	// instance's lock expires within one TTL.
-	"reentrant": {safe: true, new: func(c redis.UniversalClient, process string, ttl time.Duration) (order.Locks, func() error) {
-		lc := lock.NewClient(c, lock.Options{Process: process, WatchdogLease: ttl})
-		return lock.ReentrantLocks(lc, true), lc.Close
+	"reentrant": {safe: true, new: func(c redis.UniversalClient, process string, _ time.Duration) (order.Locks, func() error) {
+		lc := lock.NewClient(c, lock.Options{Process: process})
+		return lock.NewReentrantLocks(lc), lc.Close
 	}},
-	"fair": {safe: true, new: func(c redis.UniversalClient, process string, ttl time.Duration) (order.Locks, func() error) {
-		lc := lock.NewClient(c, lock.Options{Process: process, WatchdogLease: ttl})
-		return lock.FairLocks(lc, true), lc.Close
+	"fair": {safe: true, new: func(c redis.UniversalClient, process string, _ time.Duration) (order.Locks, func() error) {
+		lc := lock.NewClient(c, lock.Options{Process: process})
+		return lock.NewFairLocks(lc), lc.Close
 	}},
-	"localremote": {safe: true, new: func(c redis.UniversalClient, process string, ttl time.Duration) (order.Locks, func() error) {
-		lc := lock.NewClient(c, lock.Options{Process: process, WatchdogLease: ttl})
-		return lock.LocalRemoteLocks(lock.NewRegistry(lc), true), lc.Close
+	"localremote": {safe: true, new: func(c redis.UniversalClient, process string, _ time.Duration) (order.Locks, func() error) {
+		lc := lock.NewClient(c, lock.Options{Process: process})
+		return lock.NewLocalRemoteLocks(lock.NewRegistry(lc)), lc.Close
 	}},
 	"local": {new: func(redis.UniversalClient, string, time.Duration) (order.Locks, func() error) {
 		return lock.NewLocalLocks(), noClose
 	}},
 	"none": {new: func(redis.UniversalClient, string, time.Duration) (order.Locks, func() error) {
-		return lock.NoLocks{}, noClose
+		return lock.NewNoLocks(), noClose
 	}},
 }
 

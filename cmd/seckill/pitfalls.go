@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seckill/seckill/internal/lock/pitfall"
+	"github.com/seckill/seckill/lessons/pitfall"
 )
 
 const pitfallsUsage = `usage: seckill pitfalls [name…] [--redis ADDR] [--redis-server-bin PATH] [--mermaid] [--list]

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/internal/lock/pitfall"
+	"github.com/seckill/seckill/lessons/pitfall"
 )
 
 func runPitfallsCmd(t *testing.T, getenv func(string) string, args ...string) (string, error) {

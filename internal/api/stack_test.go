@@ -66,7 +66,7 @@ func newStack(t *testing.T, name string, db *database.DB, rdb testenv.Redis) *st
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
 	vouchers := voucher.NewService(voucher.NewStore(db.DB))
 	orders := order.NewService(vouchers, order.NewSQLStore(db),
-		lock.SimpleRedisLocks{Client: rdb.Client, Process: lock.NewProcessID()},
+		lock.NewSimpleRedisLocks(rdb.Client, lock.NewProcessID()),
 		idgen.New(rdb.Client, testenv.Unique("apitest")), order.NewMetrics(reg), log, order.Config{})
 	h := NewServer(log, Config{
 		AdminToken: testToken,
@@ -146,7 +146,7 @@ func TestStackOrders(t *testing.T) {
 			alice, bob, carol, dave := s.users+1, s.users+2, s.users+3, s.users+4
 
 			// carol's lock is held by another owner: her order must not proceed.
-			held := lock.KeyPrefix + order.LockName(carol)
+			held := lock.NewSimpleRedisLock(s.redis.Client, "", order.LockName(carol)).Key()
 			require.NoError(t, s.redis.Client.Set(context.Background(), held, "someone-else", time.Minute).Err())
 			t.Cleanup(func() { s.redis.Client.Del(context.Background(), held) })
 

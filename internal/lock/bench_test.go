@@ -19,7 +19,7 @@ func BenchmarkUncontended(b *testing.B) {
 				l := k.make(proc{c: c, r: NewRegistry(c)}, testenv.Unique("bench-"))
 				ctx := context.Background()
 				for b.Loop() {
-					if ok, err := l.TryLock(ctx, -1, 10*time.Second); err != nil || !ok {
+					if ok, err := l.TryLockWait(ctx, -1, 10*time.Second); err != nil || !ok {
 						b.Fatal(ok, err)
 					}
 					if err := l.Unlock(ctx); err != nil {

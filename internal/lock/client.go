@@ -12,7 +12,7 @@ import (
 
 // Defaults for Options fields left zero.
 const (
-	// DefaultWatchdogLease is the lease a watchdog keeps renewing (Redisson's 30 s).
+	// DefaultWatchdogLease is Options.WatchdogLease when left zero (Redisson's 30 s).
 	DefaultWatchdogLease = 30 * time.Second
 	// DefaultWaiterTimeout is how long a FairLock waiter keeps its place without refreshing it.
 	DefaultWaiterTimeout = 5 * time.Second
@@ -29,8 +29,10 @@ type Options struct {
 	// Process identifies this process in lock values; NewProcessID() when empty. Two
 	// processes must never share one.
 	Process string
-	// WatchdogLease is the lease of a lock taken with a negative lease: the watchdog resets it
-	// every WatchdogLease/3 while the lock is held. DefaultWatchdogLease when zero.
+	// WatchdogLease is the library's default lease, for the calls that name none: Lock, and
+	// TryLockWait with a negative lease (Redisson's lockWatchdogTimeout). The watchdog resets
+	// it every WatchdogLease/3 while the lock is held. TryLock never uses it: its lease
+	// argument is the watchdog's lease. DefaultWatchdogLease when zero.
 	WatchdogLease time.Duration
 	// MaxHold, when positive, bounds how long a watchdog keeps renewing one hold: after it
 	// the renewals stop, the hold is reported lost, and the lock expires within one lease.
@@ -163,18 +165,54 @@ func (c *Client) Stats() Stats {
 // braces the name holds, all its keys share the prefix up to the tag's end). The name must
 // not be empty: Cluster hashes the whole key when the tag is empty.
 func hashTag(name, kind string) string {
-	return KeyPrefix + "{" + name + "}:" + kind
+	return keyPrefix + "{" + name + "}:" + kind
 }
 
-// leaseFor validates a lease argument and returns the lease the scripts set: lease itself,
-// or the watchdog's lease when lease is negative. Zero and leases under a millisecond are
-// ErrInvalidTTL.
-func (c *Client) leaseFor(lease time.Duration) (time.Duration, error) {
+// holdTerms is how a lock is held once taken: the lease its scripts set, and whether a
+// watchdog renews that lease every lease/3 (else it is fixed and runs out).
+type holdTerms struct {
+	lease    time.Duration
+	watchdog bool
+}
+
+// watchdogTerms are TryLock's terms: the watchdog renews lease. A lease under a millisecond
+// is ErrInvalidTTL.
+func watchdogTerms(lease time.Duration) (holdTerms, error) {
+	if lease < time.Millisecond {
+		return holdTerms{}, ErrInvalidTTL
+	}
+	return holdTerms{lease: lease, watchdog: true}, nil
+}
+
+// waitTerms are TryLockWait's terms: a positive lease is fixed, a negative one asks for the
+// watchdog with Options.WatchdogLease. Zero and leases under a millisecond are ErrInvalidTTL.
+func (c *Client) waitTerms(lease time.Duration) (holdTerms, error) {
 	if lease < 0 {
-		return c.opts.WatchdogLease, nil
+		return holdTerms{lease: c.opts.WatchdogLease, watchdog: true}, nil
 	}
 	if lease < time.Millisecond {
-		return 0, ErrInvalidTTL
+		return holdTerms{}, ErrInvalidTTL
 	}
-	return lease, nil
+	return holdTerms{lease: lease}, nil
+}
+
+// tryFunc is a lock's attempt under given terms: wait as in TryLockWait.
+type tryFunc func(ctx context.Context, wait time.Duration, t holdTerms) (bool, error)
+
+// tryWatched is TryLock of every Client lock: one attempt, held with the watchdog renewing lease.
+func tryWatched(ctx context.Context, lease time.Duration, try tryFunc) (bool, error) {
+	t, err := watchdogTerms(lease)
+	if err != nil {
+		return false, err
+	}
+	return try(ctx, 0, t)
+}
+
+// tryWait is TryLockWait of every Client lock.
+func (c *Client) tryWait(ctx context.Context, wait, lease time.Duration, try tryFunc) (bool, error) {
+	t, err := c.waitTerms(lease)
+	if err != nil {
+		return false, err
+	}
+	return try(ctx, wait, t)
 }

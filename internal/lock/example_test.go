@@ -54,19 +54,19 @@ func ExampleReentrantLock() {
 	l := a.ReentrantLock("voucher:7")
 	_ = l.Lock(ctx) // waits as long as ctx allows; the watchdog keeps the lock
 	_ = l.Lock(ctx) // the holder re-enters
-	fmt.Println("holds:", rdb.HGet(ctx, l.Key(), lock.Owner(a.Process())).Val())
+	fmt.Println("holds:", rdb.HVals(ctx, l.Key()).Val())
 
 	got := make(chan bool)
 	go func() {
-		// Waits on the release message, not by polling.
-		ok, _ := b.ReentrantLock("voucher:7").TryLock(ctx, 5*time.Second, time.Second)
+		// Waits up to 5 s on the release message, not by polling; then a fixed 1 s lease.
+		ok, _ := b.ReentrantLock("voucher:7").TryLockWait(ctx, 5*time.Second, time.Second)
 		got <- ok
 	}()
 	_ = l.Unlock(ctx)
 	_ = l.Unlock(ctx) // the last unlock deletes the hash and publishes the release
 	fmt.Println("other process got it:", <-got)
 	// Output:
-	// holds: 2
+	// holds: [2]
 	// other process got it: true
 }
 
@@ -78,7 +78,7 @@ func ExampleFairLock() {
 	defer c.Close()
 
 	l := c.FairLock("flash-sale")
-	if ok, err := l.TryLock(ctx, time.Second, 30*time.Second); ok && err == nil {
+	if ok, err := l.TryLockWait(ctx, time.Second, 30*time.Second); ok && err == nil {
 		fmt.Println("first in line")
 		_ = l.Unlock(ctx)
 	}
@@ -95,7 +95,7 @@ func ExampleRegistry() {
 	registry := lock.NewRegistry(c)
 
 	l := registry.Obtain("stock:7")
-	ok, _ := l.TryLock(ctx, 0, 100*time.Millisecond)
+	ok, _ := l.TryLockWait(ctx, 0, 100*time.Millisecond)
 	fmt.Println("taken:", ok)
 	mr.FastForward(time.Second) // the holder stalls past its lease
 	err := l.Unlock(ctx)
@@ -107,19 +107,41 @@ func ExampleRegistry() {
 	// is ErrLockLost: true is ErrNotHeld: true
 }
 
-func ExampleReentrantLocks() {
+func ExampleNewReentrantLocks() {
 	rdb, _, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
 	c := lock.NewClient(rdb, lock.Options{})
 	defer c.Close()
-	var guards interface{ New(string) lock.Lock } = lock.ReentrantLocks(c, false)
+	var guards interface{ New(string) lock.Lock } = lock.NewReentrantLocks(c)
 
 	l := guards.New("order:user:42") // the order service's guard shape
+	// Tries once; while held, the watchdog renews the 5 s lease every 5/3 s.
 	ok, err := l.TryLock(ctx, 5*time.Second)
 	fmt.Println(ok, err)
+	pttl := rdb.PTTL(ctx, "lock:{order:user:42}:reentrant").Val()
+	fmt.Println("lease set:", pttl > 0 && pttl <= 5*time.Second)
 	fmt.Println(l.Unlock(ctx))
 	// Output:
 	// true <nil>
+	// lease set: true
+	// <nil>
+}
+
+func ExampleNewSimpleRedisLocks() {
+	rdb, _, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	guards := lock.NewSimpleRedisLocks(rdb, lock.NewProcessID()) // one per process
+
+	l := guards.New("order:user:42")
+	ok, err := l.TryLock(ctx, 10*time.Second) // a fixed lease: SET NX PX 10000
+	fmt.Println(ok, err)
+	ok, _ = guards.New("order:user:42").TryLock(ctx, 10*time.Second)
+	fmt.Println("again:", ok)
+	fmt.Println(l.Unlock(ctx))
+	// Output:
+	// true <nil>
+	// again: false
 	// <nil>
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // FairLock is a ReentrantLock that serves waiters first come, first served across processes
-// (Redisson's getFairLock, used in article 001's test). A caller that fails and will wait
+// (Redisson's getFairLock). A caller that fails and will wait
 // joins a queue in Redis; the final Unlock hands the lock straight to the first waiter, so the
 // new holder starts work without asking Redis again: woken by the releaser when it is in the
 // same process, else by the message naming it. (Should the releaser lose the reply, a waiter
@@ -15,8 +15,8 @@ import (
 //
 // A waiter keeps its place by trying again at least every WaiterTimeout/3; one that stops
 // (its process died) is dropped from the queue after WaiterTimeout, so it cannot block the
-// others. A caller that only tries (wait == 0) never queues, and gets the lock only when it
-// is free and nobody is queued.
+// others. A caller that only tries (TryLock, or TryLockWait with wait == 0) never queues,
+// and gets the lock only when it is free and nobody is queued.
 //
 // When the lock is handed over, the new holder's lease is its own (fixed) lease, or for a
 // watchdog waiter the shorter of the watchdog lease and WaiterTimeout, renewed at once: a
@@ -32,25 +32,32 @@ func (c *Client) FairLock(name string) *FairLock {
 	return &FairLock{hashLock{c: c, key: key, keys: keys, unlockScript: fairUnlockScript}}
 }
 
-// TryLock is ReentrantLock.TryLock in queue order: wait == 0 tries once without queueing,
-// wait > 0 queues for up to wait, wait < 0 until ctx ends; lease > 0 is fixed, lease < 0
-// the watchdog. It reports false, nil when wait ran out; it returns ctx's error when ctx
-// ended first.
-func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
-	owner := Owner(l.c.opts.Process)
-	scriptLease, err := l.c.leaseFor(lease)
-	if err != nil {
-		return false, err
-	}
-	grantLease := scriptLease
-	if lease < 0 {
-		grantLease = min(scriptLease, l.c.opts.WaiterTimeout)
+// TryLock tries once, without queueing, and holds the lock with the watchdog renewing
+// lease, as ReentrantLock.TryLock. It reports false, nil when another owner holds the lock
+// or anyone is queued for it.
+func (l *FairLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	return tryWatched(ctx, lease, l.tryLock)
+}
+
+// TryLockWait is ReentrantLock.TryLockWait in queue order: wait == 0 tries once without
+// queueing, wait > 0 queues for up to wait, wait < 0 until ctx ends; lease > 0 is fixed,
+// lease < 0 the watchdog with Options.WatchdogLease. It reports false, nil when wait ran
+// out; it returns ctx's error when ctx ended first.
+func (l *FairLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	return l.c.tryWait(ctx, wait, lease, l.tryLock)
+}
+
+func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms) (bool, error) {
+	me := owner(l.c.opts.Process)
+	grantLease := t.lease
+	if t.watchdog {
+		grantLease = min(t.lease, l.c.opts.WaiterTimeout)
 	}
 	timeout := l.c.opts.WaiterTimeout.Milliseconds()
 	direct := false // taken by an attempt that set our own lease, not handed over
 	n, err := l.c.acquire(ctx, wait, contender{
 		channel: l.keys[4],
-		owner:   owner,
+		owner:   me,
 		refresh: l.c.opts.WaiterTimeout / 3,
 		try: func(ctx context.Context, mode tryMode) (int64, time.Duration, error) {
 			queue, retry := int64(0), "0"
@@ -60,7 +67,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 			if mode == retryQueued {
 				retry = "1"
 			}
-			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, owner, scriptLease.Milliseconds(),
+			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, me, t.lease.Milliseconds(),
 				grantLease.Milliseconds(), queue, retry).Int64()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
@@ -70,7 +77,7 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 			return n, ttl, nil
 		},
 		leave: func(ctx context.Context, cause error) (int64, error) {
-			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, owner).Int64()
+			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me).Int64()
 			if err != nil {
 				return 0, fmt.Errorf("withdraw from %s: %w", l.key, err)
 			}
@@ -90,17 +97,17 @@ func (l *FairLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool
 	if err != nil || n == 0 {
 		return false, err
 	}
-	first := l.c.opts.WatchdogLease / 3
-	if !direct && grantLease < scriptLease {
+	first := t.lease / 3
+	if !direct && grantLease < t.lease {
 		first = 0 // a handover may have set the shorter grant lease: renew at once
 	}
-	l.held(owner, n, lease, scriptLease, first)
+	l.held(me, n, t, first)
 	return true, nil
 }
 
-// Lock waits in the queue until the calling goroutine holds the lock, with the watchdog, or
-// until ctx ends (then it returns ctx's error).
+// Lock waits in the queue until the calling goroutine holds the lock, with the watchdog and
+// Options.WatchdogLease, or until ctx ends (then it returns ctx's error).
 func (l *FairLock) Lock(ctx context.Context) error {
-	_, err := l.TryLock(ctx, -1, -1)
+	_, err := l.TryLockWait(ctx, -1, -1)
 	return err
 }

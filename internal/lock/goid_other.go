@@ -2,5 +2,5 @@
 
 package lock
 
-// fastGoroutineID is unavailable here: GoroutineID reads runtime.Stack.
+// fastGoroutineID is unavailable here: goroutineID reads runtime.Stack.
 func fastGoroutineID() (uint64, bool) { return 0, false }

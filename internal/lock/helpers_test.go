@@ -23,6 +23,14 @@ func newProc(t *testing.T, srv testenv.Redis, opts Options) proc {
 	return proc{c: c, r: NewRegistry(c)}
 }
 
+// waitLock is what the waiting locks have in common.
+type waitLock interface {
+	Lock
+	TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error)
+	Lost() <-chan struct{}
+	Key() string
+}
+
 // kind is one of the waiting locks under test.
 type kind struct {
 	name string
@@ -88,7 +96,7 @@ func channelOf(l waitLock) string {
 // take makes l's first hold for the calling goroutine, failing t if it cannot.
 func take(t *testing.T, l waitLock, lease time.Duration) {
 	t.Helper()
-	ok, err := l.TryLock(context.Background(), 0, lease)
+	ok, err := l.TryLockWait(context.Background(), 0, lease)
 	require.NoError(t, err)
 	require.True(t, ok, "lock not free")
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // LocalLocks is an in-process mutex per name: the Go analogue of Java's synchronized on an
-// interned user id in article 003. It excludes goroutines of one process only; two service
+// interned user id, hmdp's guard before its Redis lock. It excludes goroutines of one process only; two service
 // instances each have their own, so the same user can order on both at once. It exists to
 // show that failure and is never the right guard for a multi-instance deployment.
 type LocalLocks struct {
@@ -31,7 +31,7 @@ type localLock struct {
 	mine bool
 }
 
-// TryLock ignores ttl: an in-process lock dies with its process.
+// TryLock ignores lease: an in-process lock dies with its process.
 func (l *localLock) TryLock(context.Context, time.Duration) (bool, error) {
 	l.set.mu.Lock()
 	defer l.set.mu.Unlock()
@@ -56,8 +56,11 @@ func (l *localLock) Unlock(context.Context) error {
 // NoLocks hands out locks that never exclude anything: the service with no guard at all.
 type NoLocks struct{}
 
+// NewNoLocks returns the locks that exclude nothing.
+func NewNoLocks() *NoLocks { return &NoLocks{} }
+
 // New returns a lock whose TryLock always succeeds.
-func (NoLocks) New(string) Lock { return noLock{} }
+func (*NoLocks) New(string) Lock { return noLock{} }
 
 type noLock struct{}
 

@@ -30,7 +30,7 @@ func TestMutualExclusion(t *testing.T) {
 				defer wg.Done()
 				l := k.make(procs[g%len(procs)], name)
 				for range rounds {
-					ok, err := l.TryLock(ctx, -1, 10*time.Second)
+					ok, err := l.TryLockWait(ctx, -1, 10*time.Second)
 					if !assert.NoError(t, err) || !assert.True(t, ok) {
 						return
 					}

@@ -8,11 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ReentrantLock is Redisson's RLock (article 001): one Redis hash per lock whose single field
-// is the owner (process id and goroutine id) and whose value is the owner's hold count. The
-// goroutine that holds it may take it again; each TryLock needs its Unlock, and the last
-// Unlock deletes the hash and publishes on the lock's channel, waking a waiter in every
-// process that waits.
+// ReentrantLock is Redisson's RLock: one Redis hash per lock whose single field is the owner
+// (process id and goroutine id) and whose value is the owner's hold count. The goroutine
+// that holds it may take it again; each TryLock needs its Unlock, and the last Unlock deletes
+// the hash and publishes on the lock's channel, waking a waiter in every process that waits.
 //
 // Like every lock keyed by goroutine id, it is held by the goroutine that took it: Unlock
 // from another goroutine returns ErrNotHeld. The value is safe for concurrent use; many
@@ -27,27 +26,43 @@ func (c *Client) ReentrantLock(name string) *ReentrantLock {
 	return &ReentrantLock{hashLock{c: c, key: key, keys: []string{key, key + ":released"}, unlockScript: reentrantUnlockScript}}
 }
 
-// TryLock takes the lock for the calling goroutine, with Redisson's tryLock(waitTime,
+// TryLock tries once to take the lock for the calling goroutine, never waiting, and holds it
+// with the watchdog: lease is the lease it sets and renews every lease/3 until the last
+// Unlock (see Lost). Re-entry by the holder succeeds at once. TryLock reports false, nil when
+// another owner holds the lock; it returns ErrInvalidTTL for a lease under a millisecond,
+// and an error when Redis could not be asked.
+func (l *ReentrantLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	return tryWatched(ctx, lease, l.tryLock)
+}
+
+// TryLockWait takes the lock for the calling goroutine, with Redisson's tryLock(waitTime,
 // leaseTime) semantics. wait == 0 tries once; wait > 0 waits up to wait; wait < 0 waits
 // until ctx ends. Waiting sleeps on the shared subscription until the holder's release
 // message, bounded by the lease the holder has left, and never polls at a fixed interval.
-// lease > 0 is a fixed lease; lease < 0 asks for the watchdog, which keeps the lock for as
-// long as it is held (see Lost). Re-entry by the holder succeeds at once and resets the lease.
+// lease > 0 is a fixed lease; lease < 0 asks for the watchdog with Options.WatchdogLease.
+// Re-entry by the holder succeeds at once and resets a fixed lease.
 //
-// TryLock reports false, nil when wait ran out with another owner holding the lock; it
+// TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
 // returns ctx's error when ctx ended first, ErrInvalidTTL for a lease of zero or under a
 // millisecond, and an error when Redis could not be asked.
-func (l *ReentrantLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
-	owner := Owner(l.c.opts.Process)
-	scriptLease, err := l.c.leaseFor(lease)
-	if err != nil {
-		return false, err
-	}
-	ms := scriptLease.Milliseconds()
+func (l *ReentrantLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	return l.c.tryWait(ctx, wait, lease, l.tryLock)
+}
+
+// Lock waits until the calling goroutine holds the lock, with the watchdog and
+// Options.WatchdogLease, or until ctx ends (then it returns ctx's error).
+func (l *ReentrantLock) Lock(ctx context.Context) error {
+	_, err := l.TryLockWait(ctx, -1, -1)
+	return err
+}
+
+func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms) (bool, error) {
+	me := owner(l.c.opts.Process)
+	ms := t.lease.Milliseconds()
 	n, err := l.c.acquire(ctx, wait, contender{
 		channel: l.keys[1],
 		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.keys[:1], owner, ms).Int64()
+			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.keys[:1], me, ms).Int64()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
@@ -58,15 +73,8 @@ func (l *ReentrantLock) TryLock(ctx context.Context, wait, lease time.Duration) 
 	if err != nil || n == 0 {
 		return false, err
 	}
-	l.held(owner, n, lease, scriptLease, l.c.opts.WatchdogLease/3)
+	l.held(me, n, t, t.lease/3)
 	return true, nil
-}
-
-// Lock waits until the calling goroutine holds the lock, with the watchdog, or until ctx
-// ends (then it returns ctx's error).
-func (l *ReentrantLock) Lock(ctx context.Context) error {
-	_, err := l.TryLock(ctx, -1, -1)
-	return err
 }
 
 // hashLock is what ReentrantLock and FairLock share: a hash keyed by owner with hold counts,
@@ -89,9 +97,9 @@ func (l *hashLock) Key() string { return l.key }
 // A release that frees the lock, or hands it to a waiter of this process, wakes that waiter
 // directly instead of leaving it to the message, which other processes still get.
 func (l *hashLock) Unlock(ctx context.Context) error {
-	owner := Owner(l.c.opts.Process)
+	me := owner(l.c.opts.Process)
 	channel := l.keys[len(l.keys)-1]
-	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, owner, l.c.opts.Process).Result()
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process).Result()
 	if err != nil {
 		// It may have been released: let local waiters look rather than sleep through a
 		// message this process ignores as its own.
@@ -100,15 +108,15 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 	}
 	switch v := v.(type) {
 	case string: // released and handed to the owner v
-		l.c.holds.finish(l.key, owner, false)
+		l.c.holds.finish(l.key, me, false)
 		l.c.sub.wakeLocal(channel, v)
 	case int64:
 		switch {
 		case v < 0:
-			l.c.holds.finish(l.key, owner, true)
+			l.c.holds.finish(l.key, me, true)
 			return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
 		case v == 0:
-			l.c.holds.finish(l.key, owner, false)
+			l.c.holds.finish(l.key, me, false)
 			l.c.sub.wakeLocal(channel, "")
 		}
 	default:
@@ -122,25 +130,26 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 // Client closed, or (fixed lease) the lease ran out. A holder doing long work should select
 // on it and stop. The channel is already closed when the goroutine holds nothing.
 func (l *hashLock) Lost() <-chan struct{} {
-	return l.c.holds.lost(l.key, Owner(l.c.opts.Process))
+	return l.c.holds.lost(l.key, owner(l.c.opts.Process))
 }
 
-// held records an acquisition with hold count n: a first hold (n == 1) starts the watchdog
-// (lease < 0, first renewal after first) or the lease timer; a re-entry resets the timer.
-func (l *hashLock) held(owner string, n int64, lease, scriptLease, first time.Duration) {
+// held records an acquisition by holder with hold count n: a first hold (n == 1) starts the
+// watchdog (first renewal after first) or the fixed lease's timer; a re-entry resets the
+// timer.
+func (l *hashLock) held(holder string, n int64, t holdTerms, first time.Duration) {
 	if n > 1 {
-		if h := l.c.holds.get(l.key, owner); h != nil && h.timer != nil && lease > 0 {
-			h.timer.Reset(lease)
+		if h := l.c.holds.get(l.key, holder); h != nil && h.timer != nil && !t.watchdog {
+			h.timer.Reset(t.lease)
 		}
 		return
 	}
-	h := l.c.holds.begin(l.key, owner)
-	if lease > 0 {
-		h.leaseTimer(lease)
+	h := l.c.holds.begin(l.key, holder)
+	if !t.watchdog {
+		h.leaseTimer(t.lease)
 		return
 	}
-	l.c.watch(h, l.key, scriptLease, first, func(ctx context.Context, lease time.Duration) (bool, error) {
-		v, err := renewScript.Run(ctx, l.c.rdb, l.keys[:1], owner, lease.Milliseconds()).Int64()
+	l.c.watch(h, l.key, t.lease, first, func(ctx context.Context, lease time.Duration) (bool, error) {
+		v, err := renewScript.Run(ctx, l.c.rdb, l.keys[:1], holder, lease.Milliseconds()).Int64()
 		return v == 1, err
 	})
 }

@@ -20,23 +20,23 @@ func TestReentrancyDepthAndUnwinding(t *testing.T) {
 		la, lb := k.make(a, name), k.make(b, name)
 		const depth = 5
 		for i := range depth {
-			ok, err := la.TryLock(ctx, 0, 10*time.Second)
+			ok, err := la.TryLockWait(ctx, 0, 10*time.Second)
 			require.NoError(t, err)
 			require.True(t, ok, "re-entry %d: got false, want true", i+1)
 		}
-		if hl, ok := la.(interface{ Key() string }); ok && k.name != "localremote" {
+		if k.name != "localremote" {
 			// The hash holds the hold count; a LocalRemoteLock counts re-entry locally.
-			got, err := srv.Client.HGet(ctx, hl.Key(), Owner(a.c.Process())).Int()
+			got, err := srv.Client.HGet(ctx, la.Key(), owner(a.c.Process())).Int()
 			require.NoError(t, err)
 			assert.Equal(t, depth, got, "hold count: got %d, want %d", got, depth)
 		}
 		for i := range depth {
-			ok, err := lb.TryLock(ctx, 0, 10*time.Second)
+			ok, err := lb.TryLockWait(ctx, 0, 10*time.Second)
 			require.NoError(t, err)
 			require.False(t, ok, "other process got the lock with %d holds left", depth-i)
 			require.NoError(t, la.Unlock(ctx), "unlock %d", i+1)
 		}
-		ok, err := lb.TryLock(ctx, 0, 10*time.Second)
+		ok, err := lb.TryLockWait(ctx, 0, 10*time.Second)
 		require.NoError(t, err)
 		assert.True(t, ok, "other process after full unwinding: got false, want true")
 		require.NoError(t, lb.Unlock(ctx))
@@ -70,7 +70,7 @@ func TestOnlyTheOwnerUnlocks(t *testing.T) {
 			assert.ErrorIs(t, err, ErrNotHeld, "%s: got %v, want ErrNotHeld", tt.name, err)
 		}
 		// The holder still holds it.
-		ok, err := k.make(b, name).TryLock(ctx, 0, time.Second)
+		ok, err := k.make(b, name).TryLockWait(ctx, 0, time.Second)
 		require.NoError(t, err)
 		assert.False(t, ok, "lock free after foreign unlocks")
 		require.NoError(t, la.Unlock(ctx))
@@ -81,7 +81,7 @@ func TestInvalidLease(t *testing.T) {
 	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
 		l := k.make(newProc(t, srv, Options{}), testenv.Unique("lease-"))
 		for _, lease := range []time.Duration{0, time.Microsecond} {
-			_, err := l.TryLock(context.Background(), 0, lease)
+			_, err := l.TryLockWait(context.Background(), 0, lease)
 			assert.ErrorIs(t, err, ErrInvalidTTL, "lease %v", lease)
 		}
 	})
@@ -95,13 +95,13 @@ func TestWaitRunsOut(t *testing.T) {
 		la := k.make(a, name)
 		take(t, la, 10*time.Second)
 
-		ok, err := k.make(b, name).TryLock(ctx, 50*time.Millisecond, 10*time.Second)
+		ok, err := k.make(b, name).TryLockWait(ctx, 50*time.Millisecond, 10*time.Second)
 		require.NoError(t, err, "a wait running out is not an error")
 		assert.False(t, ok)
 
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		ok, err = k.make(b, name).TryLock(cctx, time.Second, 10*time.Second)
+		ok, err = k.make(b, name).TryLockWait(cctx, time.Second, 10*time.Second)
 		assert.False(t, ok)
 		assert.True(t, errors.Is(err, context.Canceled), "cancelled wait: got %v, want context.Canceled", err)
 		require.NoError(t, la.Unlock(ctx))

@@ -9,15 +9,14 @@ import (
 )
 
 // ErrLockLost is returned by LocalRemoteLock.Unlock when the remote lock had expired while
-// held (article 000's IllegalStateException). It wraps ErrNotHeld.
+// held (RedisLockRegistry's IllegalStateException). It wraps ErrNotHeld.
 var ErrLockLost = fmt.Errorf("lock: released in the store due to expiration, the integrity of data protected by this lock may have been compromised: %w", ErrNotHeld)
 
-// Registry hands out LocalRemoteLocks: article 000's design, after Spring Integration's
-// RedisLockRegistry. Each name has a local lock in front of a remote Redis lock whose value
+// Registry hands out LocalRemoteLocks, after Spring Integration's RedisLockRegistry. Each name has a local lock in front of a remote Redis lock whose value
 // is the process id. The goroutines of one process queue on the local lock, without a word
 // to Redis; only the one at the front competes for the remote lock with other processes.
 //
-// One step beyond the article: when a holder unlocks while other local goroutines wait, it
+// One step beyond RedisLockRegistry: when a holder unlocks while other local goroutines wait, it
 // checks the remote lock is still the process's and extends its lease (one round trip, the
 // same that a release costs) and hands it, with the local lock, to the next local goroutine,
 // which starts work at once. After LocalHandoffs such handoffs in a row the remote lock is
@@ -71,25 +70,33 @@ type entry struct {
 }
 
 type localWaiter struct {
-	lease time.Duration // the lease argument of the waiting TryLock
+	terms holdTerms     // how the waiting caller will hold the lock
 	ch    chan struct{} // capacity 1: the local lock was handed to this waiter
 }
 
 // Key returns the remote lock's Redis key.
 func (l *LocalRemoteLock) Key() string { return l.key }
 
-// TryLock takes the local lock, then (unless a local predecessor handed it over) the remote
-// lock, with the wait and lease semantics of ReentrantLock.TryLock: wait == 0 tries once,
-// wait > 0 waits up to wait in all, wait < 0 until ctx ends; lease > 0 is fixed, lease < 0
-// the watchdog. A remote lock handed over keeps being renewed by the new holder's lease.
-// TryLock reports false, nil when wait ran out; it returns ctx's error when ctx ended first.
-func (l *LocalRemoteLock) TryLock(ctx context.Context, wait, lease time.Duration) (bool, error) {
+// TryLock tries once, never waiting, and holds the lock with the watchdog renewing lease
+// (see ReentrantLock.TryLock). It fails at once, without asking Redis, when another
+// goroutine of this process holds the name. Re-entry by the holder succeeds at once.
+func (l *LocalRemoteLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	return tryWatched(ctx, lease, l.tryLock)
+}
+
+// TryLockWait takes the local lock, then (unless a local predecessor handed it over) the
+// remote lock, with the wait and lease semantics of ReentrantLock.TryLockWait: wait == 0
+// tries once, wait > 0 waits up to wait in all, wait < 0 until ctx ends; lease > 0 is fixed,
+// lease < 0 the watchdog with Options.WatchdogLease. A remote lock handed over keeps being
+// renewed by the new holder's lease. TryLockWait reports false, nil when wait ran out; it
+// returns ctx's error when ctx ended first.
+func (l *LocalRemoteLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	return l.r.c.tryWait(ctx, wait, lease, l.tryLock)
+}
+
+func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms) (bool, error) {
 	c := l.r.c
-	scriptLease, err := c.leaseFor(lease)
-	if err != nil {
-		return false, err
-	}
-	gid := GoroutineID()
+	gid := goroutineID()
 	e := l.r.ref(l.name, l.key)
 	if e.holder.Load() == gid {
 		e.count++
@@ -97,14 +104,14 @@ func (l *LocalRemoteLock) TryLock(ctx context.Context, wait, lease time.Duration
 		return true, nil
 	}
 	start := time.Now()
-	ok, err := e.lockLocal(ctx, c, wait, lease)
+	ok, err := e.lockLocal(ctx, c, wait, t)
 	if err != nil || !ok {
 		l.r.unref(e)
 		return false, err
 	}
-	if e.remoteHeld && e.extended != scriptLease {
+	if e.remoteHeld && e.extended != t.lease {
 		// Handed over with another waiter's lease (that one gave up): set ours.
-		if kept, err := c.extendRemote(ctx, e.key, scriptLease); err != nil || !kept {
+		if kept, err := c.extendRemote(ctx, e.key, t.lease); err != nil || !kept {
 			e.dropRemote()
 		}
 	}
@@ -113,7 +120,7 @@ func (l *LocalRemoteLock) TryLock(ctx context.Context, wait, lease time.Duration
 		if wait > 0 {
 			left = max(wait-time.Since(start), 0)
 		}
-		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, scriptLease)})
+		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, t.lease)})
 		if err != nil || n == 0 {
 			e.passOn(context.WithoutCancel(ctx), c)
 			l.r.unref(e)
@@ -121,17 +128,17 @@ func (l *LocalRemoteLock) TryLock(ctx context.Context, wait, lease time.Duration
 		}
 		e.remoteHeld, e.handoffs = true, 0
 	}
-	e.extended = scriptLease
-	e.startHold(c, lease, scriptLease)
+	e.extended = t.lease
+	e.startHold(c, t)
 	e.count = 1
 	e.holder.Store(gid)
 	return true, nil
 }
 
-// Lock waits until the calling goroutine holds the lock, with the watchdog, or until ctx
-// ends (then it returns ctx's error).
+// Lock waits until the calling goroutine holds the lock, with the watchdog and
+// Options.WatchdogLease, or until ctx ends (then it returns ctx's error).
 func (l *LocalRemoteLock) Lock(ctx context.Context) error {
-	_, err := l.TryLock(ctx, -1, -1)
+	_, err := l.TryLockWait(ctx, -1, -1)
 	return err
 }
 
@@ -142,7 +149,7 @@ func (l *LocalRemoteLock) Lock(ctx context.Context) error {
 // not hold the lock.
 func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 	c := l.r.c
-	gid := GoroutineID()
+	gid := goroutineID()
 	e := l.r.lookup(l.name)
 	if e == nil || e.holder.Load() != gid {
 		return fmt.Errorf("unlock %s: you do not own this lock: %w", l.key, ErrNotHeld)
@@ -154,9 +161,8 @@ func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 	e.count = 0
 	e.holder.Store(0)
 	var err error
-	if next, ok := e.nextLease(); ok && e.handoffs < c.opts.LocalHandoffs {
-		lease, _ := c.leaseFor(next)
-		kept, rerr := c.extendRemote(ctx, e.key, lease)
+	if next, ok := e.nextTerms(); ok && e.handoffs < c.opts.LocalHandoffs {
+		kept, rerr := c.extendRemote(ctx, e.key, next.lease)
 		switch {
 		case rerr != nil:
 			err = rerr
@@ -166,7 +172,7 @@ func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 			e.dropRemote()
 		default:
 			e.handoffs++
-			e.extended = lease
+			e.extended = next.lease
 		}
 	} else {
 		err = e.releaseRemote(ctx, c)
@@ -180,7 +186,7 @@ func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 // (see ReentrantLock.Lost); it is already closed when the goroutine holds nothing.
 func (l *LocalRemoteLock) Lost() <-chan struct{} {
 	e := l.r.lookup(l.name)
-	if e == nil || e.holder.Load() != GoroutineID() || e.hold == nil {
+	if e == nil || e.holder.Load() != goroutineID() || e.hold == nil {
 		return closedChan
 	}
 	return e.hold.lost
@@ -213,8 +219,9 @@ func (r *Registry) lookup(name string) *entry {
 	return r.entries[name]
 }
 
-// lockLocal takes the local lock, queueing up to wait (see TryLock) for it to be handed over.
-func (e *entry) lockLocal(ctx context.Context, c *Client, wait, lease time.Duration) (bool, error) {
+// lockLocal takes the local lock, queueing up to wait (see TryLockWait) for it to be handed
+// over.
+func (e *entry) lockLocal(ctx context.Context, c *Client, wait time.Duration, t holdTerms) (bool, error) {
 	e.mu.Lock()
 	if !e.locked {
 		e.locked = true
@@ -225,7 +232,7 @@ func (e *entry) lockLocal(ctx context.Context, c *Client, wait, lease time.Durat
 		e.mu.Unlock()
 		return false, nil
 	}
-	w := &localWaiter{lease: lease, ch: make(chan struct{}, 1)}
+	w := &localWaiter{terms: t, ch: make(chan struct{}, 1)}
 	e.waiters = append(e.waiters, w)
 	e.mu.Unlock()
 
@@ -258,14 +265,14 @@ func (e *entry) lockLocal(ctx context.Context, c *Client, wait, lease time.Durat
 	return false, cause
 }
 
-// nextLease reports the lease of the oldest local waiter, if any.
-func (e *entry) nextLease() (time.Duration, bool) {
+// nextTerms reports the terms of the oldest local waiter, if any.
+func (e *entry) nextTerms() (holdTerms, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.waiters) == 0 {
-		return 0, false
+		return holdTerms{}, false
 	}
-	return e.waiters[0].lease, true
+	return e.waiters[0].terms, true
 }
 
 // passOn gives the local lock (and the remote one, if held) to the oldest local waiter; with
@@ -314,16 +321,16 @@ func (e *entry) dropRemote() {
 }
 
 // startHold replaces the remote lock's watchdog or lease timer with one for the new holder.
-func (e *entry) startHold(c *Client, lease, scriptLease time.Duration) {
+func (e *entry) startHold(c *Client, t holdTerms) {
 	if e.hold != nil {
 		e.hold.end()
 	}
 	e.hold = newHold()
-	if lease > 0 {
-		e.hold.leaseTimer(lease)
+	if !t.watchdog {
+		e.hold.leaseTimer(t.lease)
 		return
 	}
-	c.watch(e.hold, e.key, scriptLease, scriptLease/3, func(ctx context.Context, lease time.Duration) (bool, error) {
+	c.watch(e.hold, e.key, t.lease, t.lease/3, func(ctx context.Context, lease time.Duration) (bool, error) {
 		return c.extendRemote(ctx, e.key, lease)
 	})
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/seckill/seckill/scripts/lua"
 )
 
-// KeyPrefix is prepended to every SimpleRedisLock name to form its Redis key.
-const KeyPrefix = "lock:"
+// keyPrefix begins every lock's Redis key: "lock:"+name for a SimpleRedisLock, as in hmdp.
+const keyPrefix = "lock:"
 
 var unlockScript = redis.NewScript(lua.Unlock)
 
@@ -22,10 +22,10 @@ type RedisClient interface {
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 }
 
-// SimpleRedisLock is article 003's lock: SET key owner NX PX ttl to take it, and an atomic
-// compare-and-delete script to release it. The owner is the process id plus the goroutine
-// id, read at TryLock and again at Unlock, so only the goroutine that took the lock can
-// release it.
+// SimpleRedisLock is hmdp's SimpleRedisLock: SET key owner NX PX ttl to take it, and an
+// atomic compare-and-delete script to release it. The owner value is the process id, "-" and
+// the goroutine id (hmdp's UUID + thread id), read at TryLock and again at Unlock, so only
+// the goroutine that took the lock can release it.
 type SimpleRedisLock struct {
 	client  RedisClient
 	key     string
@@ -34,7 +34,7 @@ type SimpleRedisLock struct {
 
 // NewSimpleRedisLock returns the lock named name (key "lock:"+name) for the given process id.
 func NewSimpleRedisLock(client RedisClient, process, name string) *SimpleRedisLock {
-	return &SimpleRedisLock{client: client, key: KeyPrefix + name, process: process}
+	return &SimpleRedisLock{client: client, key: keyPrefix + name, process: process}
 }
 
 // Key returns the lock's Redis key.
@@ -46,7 +46,7 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 	if ttl < time.Millisecond {
 		return false, ErrInvalidTTL
 	}
-	ok, err := l.client.SetNX(ctx, l.key, Owner(l.process), ttl).Result()
+	ok, err := l.client.SetNX(ctx, l.key, owner(l.process), ttl).Result()
 	if err != nil {
 		return false, fmt.Errorf("lock %s: %w", l.key, err)
 	}
@@ -57,7 +57,7 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 // ErrNotHeld when it does not: the lock expired (and may now be someone else's), or it is
 // called from a goroutine other than the one that took it.
 func (l *SimpleRedisLock) Unlock(ctx context.Context) error {
-	n, err := unlockScript.Run(ctx, l.client, []string{l.key}, Owner(l.process)).Int()
+	n, err := unlockScript.Run(ctx, l.client, []string{l.key}, owner(l.process)).Int()
 	if err != nil {
 		return fmt.Errorf("unlock %s: %w", l.key, err)
 	}
@@ -65,15 +65,4 @@ func (l *SimpleRedisLock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
 	}
 	return nil
-}
-
-// SimpleRedisLocks makes SimpleRedisLocks for one process.
-type SimpleRedisLocks struct {
-	Client  RedisClient
-	Process string // from NewProcessID, one per process or service instance
-}
-
-// New returns the SimpleRedisLock named name.
-func (s SimpleRedisLocks) New(name string) Lock {
-	return NewSimpleRedisLock(s.Client, s.Process, name)
 }

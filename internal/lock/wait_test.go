@@ -33,7 +33,7 @@ func TestWaiterWokenByPublish(t *testing.T) {
 		b.c.hooks.waiting = func(string) { sleeping <- struct{}{} }
 		var released atomic.Int64 // UnixNano of the release
 		go func() {
-			ok, err := lb.TryLock(ctx, 20*time.Second, 30*time.Second)
+			ok, err := lb.TryLockWait(ctx, 20*time.Second, 30*time.Second)
 			waited := time.Since(time.Unix(0, released.Load()))
 			if ok {
 				err = lb.Unlock(ctx)
@@ -68,7 +68,7 @@ func TestWaiterWokenByReleaserOfItsProcess(t *testing.T) {
 		done := make(chan error)
 		go func() {
 			l := k.make(p, name)
-			ok, err := l.TryLock(ctx, 20*time.Second, 30*time.Second)
+			ok, err := l.TryLockWait(ctx, 20*time.Second, 30*time.Second)
 			if err == nil && !ok {
 				err = fmt.Errorf("waiter did not get the lock")
 			}
@@ -104,7 +104,7 @@ func TestFairLockServesInQueueOrder(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					l := procs[1+i%2].c.FairLock(name) // two other processes, interleaved
-					ok, err := l.TryLock(ctx, 15*time.Second, 30*time.Second)
+					ok, err := l.TryLockWait(ctx, 15*time.Second, 30*time.Second)
 					if !assert.NoError(t, err) || !assert.True(t, ok, "waiter %d", i) {
 						return
 					}
@@ -146,7 +146,7 @@ func TestFairLockSkipsADeadWaiter(t *testing.T) {
 			live := b.c.FairLock(name)
 			done := make(chan error)
 			go func() {
-				ok, err := live.TryLock(ctx, 15*time.Second, 30*time.Second)
+				ok, err := live.TryLockWait(ctx, 15*time.Second, 30*time.Second)
 				if err == nil && !ok {
 					err = fmt.Errorf("live waiter did not get the lock")
 				}
@@ -186,7 +186,7 @@ func TestLocalWaitersQueueWithoutRedis(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					ok, err := l.TryLock(ctx, 10*time.Second, 10*time.Second)
+					ok, err := l.TryLockWait(ctx, 10*time.Second, 10*time.Second)
 					if assert.NoError(t, err) && assert.True(t, ok) {
 						got <- struct{}{}
 						assert.NoError(t, l.Unlock(ctx))
@@ -218,17 +218,17 @@ func TestNoSubscriptionLeft(t *testing.T) {
 		take(t, la, 30*time.Second)
 
 		// Waiters that give up (wait runs out, context cancelled) and one that gets the lock.
-		ok, err := lb.TryLock(ctx, 20*time.Millisecond, time.Second)
+		ok, err := lb.TryLockWait(ctx, 20*time.Millisecond, time.Second)
 		require.NoError(t, err)
 		require.False(t, ok)
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error)
-		go func() { _, err := lb.TryLock(cctx, 10*time.Second, time.Second); errc <- err }()
+		go func() { _, err := lb.TryLockWait(cctx, 10*time.Second, time.Second); errc <- err }()
 		eventually(t, "the waiter to subscribe", func() bool { return numSub(t, srv, channelOf(lb)) == 1 })
 		cancel()
 		assert.ErrorIs(t, <-errc, context.Canceled)
 		go func() {
-			ok, err := lb.TryLock(ctx, 10*time.Second, time.Second)
+			ok, err := lb.TryLockWait(ctx, 10*time.Second, time.Second)
 			if err == nil && ok {
 				err = lb.Unlock(ctx)
 			}
@@ -265,7 +265,7 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 				for range perLock {
 					go func() {
 						l := waiters.c.ReentrantLock(name)
-						ok, err := l.TryLock(ctx, 20*time.Second, 30*time.Second)
+						ok, err := l.TryLockWait(ctx, 20*time.Second, 30*time.Second)
 						if err == nil && !ok {
 							err = fmt.Errorf("waiter did not get %s", name)
 						}

@@ -48,7 +48,7 @@ func contestants() []contestant {
 	}
 }
 
-// simple retries SimpleRedisLock's single attempt every millisecond, the way the article's
+// simple retries SimpleRedisLock's single attempt every millisecond, the way hmdp's
 // callers (and bsm/redislock with a linear backoff) wait.
 func simple(rdb *redis.Client) (acquireFunc, func() lock.Stats, func()) {
 	process := lock.NewProcessID()
@@ -72,7 +72,7 @@ func simple(rdb *redis.Client) (acquireFunc, func() lock.Stats, func()) {
 }
 
 type waitLock interface {
-	TryLock(ctx context.Context, wait, lease time.Duration) (bool, error)
+	TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error)
 	Unlock(ctx context.Context) error
 }
 
@@ -84,7 +84,7 @@ func ours(make func(*lock.Client, *lock.Registry, string) waitLock) func(*redis.
 		r := lock.NewRegistry(c)
 		return func(ctx context.Context, key string) (func(context.Context) error, error) {
 			l := make(c, r, key)
-			ok, err := l.TryLock(ctx, -1, lease)
+			ok, err := l.TryLockWait(ctx, -1, lease)
 			if err != nil {
 				return nil, err
 			}

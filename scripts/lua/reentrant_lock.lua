@@ -1,5 +1,5 @@
 -- reentrant_lock.lua: take or re-enter a ReentrantLock, a hash whose one field is the owner
--- and whose value is that owner's hold count (Redisson's RLock, article 001).
+-- and whose value is that owner's hold count (Redisson's RLock).
 -- KEYS[1]  the lock hash ("lock:{" .. name .. "}:reentrant")
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds

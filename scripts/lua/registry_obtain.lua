@@ -1,4 +1,4 @@
--- registry_obtain.lua: take the remote half of a LocalRemoteLock (article 000, Spring's
+-- registry_obtain.lua: take the remote half of a LocalRemoteLock (after Spring's
 -- RedisLockRegistry). Only one goroutine per process gets here at a time (the local lock is in
 -- front), so the value is the process id alone.
 -- KEYS[1]  the lock key ("lock:{" .. name .. "}:registry")

@@ -23,9 +23,9 @@ func (_m *Lock) EXPECT() *Lock_Expecter {
 	return &Lock_Expecter{mock: &_m.Mock}
 }
 
-// TryLock provides a mock function with given fields: ctx, ttl
-func (_m *Lock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
-	ret := _m.Called(ctx, ttl)
+// TryLock provides a mock function with given fields: ctx, lease
+func (_m *Lock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	ret := _m.Called(ctx, lease)
 
 	if len(ret) == 0 {
 		panic("no return value specified for TryLock")
@@ -34,16 +34,16 @@ func (_m *Lock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
 	var r0 bool
 	var r1 error
 	if rf, ok := ret.Get(0).(func(context.Context, time.Duration) (bool, error)); ok {
-		return rf(ctx, ttl)
+		return rf(ctx, lease)
 	}
 	if rf, ok := ret.Get(0).(func(context.Context, time.Duration) bool); ok {
-		r0 = rf(ctx, ttl)
+		r0 = rf(ctx, lease)
 	} else {
 		r0 = ret.Get(0).(bool)
 	}
 
 	if rf, ok := ret.Get(1).(func(context.Context, time.Duration) error); ok {
-		r1 = rf(ctx, ttl)
+		r1 = rf(ctx, lease)
 	} else {
 		r1 = ret.Error(1)
 	}
@@ -58,12 +58,12 @@ type Lock_TryLock_Call struct {
 
 // TryLock is a helper method to define mock.On call
 //   - ctx context.Context
-//   - ttl time.Duration
-func (_e *Lock_Expecter) TryLock(ctx interface{}, ttl interface{}) *Lock_TryLock_Call {
-	return &Lock_TryLock_Call{Call: _e.mock.On("TryLock", ctx, ttl)}
+//   - lease time.Duration
+func (_e *Lock_Expecter) TryLock(ctx interface{}, lease interface{}) *Lock_TryLock_Call {
+	return &Lock_TryLock_Call{Call: _e.mock.On("TryLock", ctx, lease)}
 }
 
-func (_c *Lock_TryLock_Call) Run(run func(ctx context.Context, ttl time.Duration)) *Lock_TryLock_Call {
+func (_c *Lock_TryLock_Call) Run(run func(ctx context.Context, lease time.Duration)) *Lock_TryLock_Call {
 	_c.Call.Run(func(args mock.Arguments) {
 		run(args[0].(context.Context), args[1].(time.Duration))
 	})

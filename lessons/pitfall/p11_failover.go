@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 11 — article 000, Redis 多实例: replication from primary to replica is
+// Pitfall 11 — a Redis primary with replicas (Redis 多实例): replication from primary to replica is
 // asynchronous; "App-A 从 Redis 某主节点 R-Master 获取到锁后,R-Master 宕机,此时 R-Master 的数据
 // 还没来得及同步到 R-Slave…App-B 尝试获取锁,不出意外的也获取成功了". Run for real: two
 // redis-server processes, replication held back by a proxy, the primary killed, the replica
@@ -28,7 +28,7 @@ var failover = &Pitfall{
 		"replica confirms, release and report not acquired. A gives up; after the failover B's SET is " +
 		"acknowledged by the new replica and only B is inside. " +
 		"WAIT narrows the window but does not make Redis strongly consistent (a failover can still pick a replica " +
-		"that missed the write among several). Article 000's answers for stronger needs: RedLock (a majority of " +
+		"that missed the write among several). The answers for stronger needs: RedLock (a majority of " +
 		"independent primaries) or ZooKeeper.",
 	Variants:       wrongFix("lock.SimpleRedisLock on the primary", "SET NX PX, then WAIT 1 replica, else release"),
 	NeedsServerBin: true,
@@ -72,7 +72,7 @@ func (l replicatedLock) TryLock(ctx context.Context, ttl time.Duration) (bool, e
 func playFailover(s *Scene, v Variant) error {
 	c := s.cluster
 	name := s.LockName("order:1")
-	key := lock.KeyPrefix + name
+	key := lockKey(name)
 	mk := func(a *Actor) lock.Lock {
 		l := lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 		if v.Wrong {

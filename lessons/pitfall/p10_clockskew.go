@@ -9,10 +9,10 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 10 — a deadline computed on the client's clock: SET … NX PXAT (now + ttl). Article
-// 004 (错误示例2: "由于是客户端自己生成过期时间,所以需要强制要求分布式下每个客户端的时间必须同步")
-// states the rule for timestamps in values; PXAT carries the same assumption into the
-// server's expiry. Article 002's list of fallacies of distributed computing is the backdrop.
+// Pitfall 10 — a deadline computed on the client's clock: SET … NX PXAT (now + ttl). The
+// expiry-timestamp lock's rule ("由于是客户端自己生成过期时间,所以需要强制要求分布式下每个客户端的
+// 时间必须同步") holds for timestamps in values; PXAT carries the same assumption into the
+// server's expiry. The fallacies of distributed computing are the backdrop.
 var clockSkew = &Pitfall{
 	Num: "10", Name: "clock-skew", Title: "A deadline computed on the client's clock (SET … PXAT)",
 	Source: "004 加锁代码 错误示例2 (clients' clocks must agree); 002 分布式系统中错误的假设",
@@ -59,7 +59,7 @@ func playClockSkew(s *Scene, v Variant) error {
 			l := lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 			var lk lock.Lock = l
 			if v.Wrong {
-				lk = pxatLock{SimpleRedisLock: l, c: a.Redis, owner: lock.Owner(a.Process), clock: clock{s: s, skew: skew}}
+				lk = pxatLock{SimpleRedisLock: l, c: a.Redis, owner: owner(a.Process), clock: clock{s: s, skew: skew}}
 			}
 			return guarded(ctx, a, lk, lease)
 		}
@@ -67,7 +67,7 @@ func playClockSkew(s *Scene, v Variant) error {
 	s.Go("A", actor(-lease*3/2))
 	s.Go("B", actor(0))
 	s.Until("A", "working")
-	if err := s.Observe(lock.KeyPrefix+name, "what A's SET left behind"); err != nil {
+	if err := s.Observe(lockKey(name), "what A's SET left behind"); err != nil {
 		return err
 	}
 	s.Until("B", "working")

@@ -9,14 +9,14 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 9 (Go-specific) — article 003's value is UUID + thread id, and its unlock compares
-// it with the current thread's. lock.SimpleRedisLock carries that over as process UUID +
-// goroutine id (lock.Owner). But a Go request often hands its work to another goroutine,
+// Pitfall 9 (Go-specific) — hmdp's SimpleRedisLock value is UUID + thread id, and its unlock
+// compares it with the current thread's. lock.SimpleRedisLock carries that over as process
+// UUID + goroutine id. But a Go request often hands its work to another goroutine,
 // and that goroutine is a different owner: it cannot release (or renew) the lock it works
 // under.
 var goroutineID = &Pitfall{
 	Num: "9", Name: "goroutine-id", Title: "Identity by goroutine id",
-	Source: "003 Redis分布式锁误删问题, 改进代码 (value = UUID + thread id); Go's goroutines (lock.GoroutineID)",
+	Source: "003 Redis分布式锁误删问题, 改进代码 (value = UUID + thread id); Go's goroutine ids",
 	Story: "A's handler goroutine takes lock.SimpleRedisLock, hands the work to a worker goroutine and returns. " +
 		"The worker does the work and calls Unlock: its goroutine id is not the one in the value, so the " +
 		"compare-and-delete deletes nothing and reports ErrNotHeld. The lock stays until its TTL runs out; B, " +

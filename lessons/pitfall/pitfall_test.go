@@ -61,10 +61,10 @@ func assertPitfall(t *testing.T, p *Pitfall, env Env) {
 // in a pitfall or in the file. The failover section needs redis-server: it is regenerated
 // when a binary is found, and checked in the integration suite (TestPitfallFailover).
 func TestPitfallDocs(t *testing.T) {
-	path := filepath.Join("..", "..", "..", "docs", "pitfalls.md")
+	path := filepath.Join("..", "..", "docs", "pitfalls.md")
 	old, err := os.ReadFile(path)
 	if !*update {
-		require.NoError(t, err, "docs/pitfalls.md missing: run go test ./internal/lock/pitfall -run TestPitfallDocs -update")
+		require.NoError(t, err, "docs/pitfalls.md missing: run go test ./lessons/pitfall -run TestPitfallDocs -update")
 	}
 	env := Env{RedisServerBin: redisServerBin(t, false)}
 	sections := map[string]string{}
@@ -82,7 +82,7 @@ func TestPitfallDocs(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, got, 0o644))
 		return
 	}
-	assert.Equal(t, string(old), string(got), "docs/pitfalls.md is stale: go test ./internal/lock/pitfall -run TestPitfallDocs -update")
+	assert.Equal(t, string(old), string(got), "docs/pitfalls.md is stale: go test ./lessons/pitfall -run TestPitfallDocs -update")
 }
 
 // TestPitfallDeterministic runs each embedded pitfall twice: the timelines must be equal.

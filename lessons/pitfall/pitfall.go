@@ -10,7 +10,7 @@ import (
 
 // Pitfall is one wrong way to build a Redis lock, from the articles, with its fix.
 type Pitfall struct {
-	Num    string // its number in issue 4's list ("1" … "12")
+	Num    string // its number in the list ("1" … "13", and "2b")
 	Name   string // the command-line name: "plain-del"
 	Title  string
 	Source string // the article and section it comes from
@@ -122,7 +122,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// All returns every pitfall in issue 4's order.
+// All returns every pitfall in the order of their numbers.
 func All() []*Pitfall {
 	return []*Pitfall{
 		inProcess, noExpiry, lostReply, setnxExpire, getsetTimestamp, plainDel, getThenDel,

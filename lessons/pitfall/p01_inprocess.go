@@ -6,7 +6,7 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 1 — article 003, 优惠券秒杀（四）, opening section: synchronized on the user id works
+// Pitfall 1 — hmdp's coupon seckill before its Redis lock: synchronized on the user id works
 // on one JVM; with two instances behind nginx, "线程3和线程4在进程B中…锁对象肯定不是同一个",
 // and one user places two orders. Here: lock.LocalLocks (the Go analogue of synchronized)
 // on two service instances sharing one database.

@@ -6,9 +6,9 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 8 — the hmdp @Transactional mistake, around article 003's 替换优惠券秒杀下单加锁操作:
-// the lock must wrap the whole transaction (the article calls the transactional proxy inside
-// try/finally for exactly this reason). Released inside the transaction, the lock lets a
+// Pitfall 8 — the hmdp @Transactional mistake, around 替换优惠券秒杀下单加锁操作: the lock must
+// wrap the whole transaction (hmdp calls the transactional proxy inside try/finally for
+// exactly this reason). Released inside the transaction, the lock lets a
 // second request read the table before the first one's order is committed.
 var unlockBeforeCommit = &Pitfall{
 	Num: "8", Name: "unlock-before-commit", Title: "The lock released before the transaction commits",

@@ -10,17 +10,17 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 13 (not in issue 4's list) — article 000, 分布式锁的要求 (2. 可重入性: "分布式锁一样要考虑
-// 可重入的问题") and article 004, 基于数据库的实现方式 (2、不具备可重入的特性: the same thread cannot
-// take the lock again before releasing it). Article 001's Redisson lock counts holds per
-// owner in a hash. SET NX cannot tell "held by someone else" from "held by me".
+// Pitfall 13 — a lock its holder cannot take again: reentrancy as a requirement (可重入性:
+// "分布式锁一样要考虑可重入的问题"), and the database lock's missing reentrancy (不具备可重入的特性:
+// the same thread cannot take the lock again before releasing it). Redisson's RLock counts
+// holds per owner in a hash. SET NX cannot tell "held by someone else" from "held by me".
 var reentrancy = &Pitfall{
 	Num: "13", Name: "reentrancy", Title: "A non-reentrant lock taken again by its holder",
 	Source: "000 分布式锁的要求 (可重入性); 004 基于数据库的实现方式 (不具备可重入的特性); 001 Redisson hold count",
 	Story: "A's order flow takes `lock:order:1`, then calls a helper that guards itself with the same lock (as a " +
 		"nested transactional method would). `SET NX` finds the key, whoever set it, and refuses: A is turned away " +
 		"by its own lock, and the request fails although nobody else holds it.",
-	Remedy: "Count holds per owner (article 001's Redisson design, as Lua): the value is a hash `{owner: count}`; " +
+	Remedy: "Count holds per owner (Redisson's design, as Lua): the value is a hash `{owner: count}`; " +
 		"the owner's second TryLock increments the count, each Unlock decrements it, and only the last one " +
 		"deletes the key. Others are still refused while any hold remains.",
 	Variants: wrongFix("lock.SimpleRedisLock (SET NX)", "reentrant lock (hash owner → hold count, Lua)"),
@@ -29,9 +29,9 @@ var reentrancy = &Pitfall{
 }
 
 var (
-	//go:embed reentrant_lock.lua
+	//go:embed lesson_reentrant_lock.lua
 	reentrantLockLua string
-	//go:embed reentrant_unlock.lua
+	//go:embed lesson_reentrant_unlock.lua
 	reentrantUnlockLua string
 
 	reentrantLockScript   = nameScript(reentrantLockName, reentrantLockLua, false)
@@ -39,8 +39,8 @@ var (
 )
 
 const (
-	reentrantLockName   = "reentrant_lock.lua"
-	reentrantUnlockName = "reentrant_unlock.lua"
+	reentrantLockName   = "lesson_reentrant_lock.lua"
+	reentrantUnlockName = "lesson_reentrant_unlock.lua"
 )
 
 // reentrantLock holds a lock per owner (process + goroutine id) with a hold count.
@@ -53,12 +53,12 @@ type reentrantLock struct {
 
 func (l *reentrantLock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
 	l.ttl = ttl
-	n, err := reentrantLockScript.Run(ctx, l.c, []string{l.key}, lock.Owner(l.process), ttl.Milliseconds()).Int()
+	n, err := reentrantLockScript.Run(ctx, l.c, []string{l.key}, owner(l.process), ttl.Milliseconds()).Int()
 	return n > 0, err
 }
 
 func (l *reentrantLock) Unlock(ctx context.Context) error {
-	n, err := reentrantUnlockScript.Run(ctx, l.c, []string{l.key}, lock.Owner(l.process), l.ttl.Milliseconds()).Int()
+	n, err := reentrantUnlockScript.Run(ctx, l.c, []string{l.key}, owner(l.process), l.ttl.Milliseconds()).Int()
 	if err == nil && n < 0 {
 		return lock.ErrNotHeld
 	}
@@ -71,7 +71,7 @@ func playReentrancy(s *Scene, v Variant) error {
 		if v.Wrong {
 			return lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 		}
-		return &reentrantLock{c: a.Redis, key: lock.KeyPrefix + name, process: a.Process}
+		return &reentrantLock{c: a.Redis, key: lockKey(name), process: a.Process}
 	}
 	s.Go("A", func(ctx context.Context, a *Actor) error {
 		outer := mk(a)

@@ -9,9 +9,9 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 2 — article 002, 先来看一个最简单的锁: SETNX lock "locked", doSomething, DEL lock.
-// If the holder dies between p1 and p4, nobody ever gets the lock again (002's case 2; the
-// article's 特性2 不会死锁 is violated).
+// Pitfall 2 — the simplest Redis lock (先来看一个最简单的锁): SETNX lock "locked", doSomething,
+// DEL lock. If the holder dies between p1 and p4, nobody ever gets the lock again (failure
+// case 2; the property 不会死锁, no dead lock, is violated).
 var noExpiry = &Pitfall{
 	Num: "2", Name: "no-expiry", Title: "A lock with no expiry whose holder crashes",
 	Source: "002 实现 — 先来看一个最简单的锁 (SETNX without expiry), failure case 2",
@@ -24,7 +24,7 @@ var noExpiry = &Pitfall{
 	judge:    livenessVerdict(noTTLReason),
 }
 
-// setnxLock is article 002's simplest lock: SETNX with a constant value, no TTL, DEL to
+// setnxLock is the simplest lock: SETNX with a constant value, no TTL, DEL to
 // release.
 type setnxLock struct {
 	c   *redis.Client
@@ -32,7 +32,7 @@ type setnxLock struct {
 }
 
 func newSetnxLock(c *redis.Client, name string) setnxLock {
-	return setnxLock{c: c, key: lock.KeyPrefix + name}
+	return setnxLock{c: c, key: lockKey(name)}
 }
 
 func (l setnxLock) TryLock(ctx context.Context, _ time.Duration) (bool, error) {
@@ -42,7 +42,7 @@ func (l setnxLock) TryLock(ctx context.Context, _ time.Duration) (bool, error) {
 
 func (l setnxLock) Unlock(ctx context.Context) error { return l.c.Del(ctx, l.key).Err() }
 
-// setnxOrFix makes pitfall 2's locks: article 002's SETNX lock for the wrong run, the
+// setnxOrFix makes pitfall 2's locks: the SETNX lock for the wrong run, the
 // SET NX PX lock.SimpleRedisLock for the fix.
 func setnxOrFix(v Variant, name string) func(a *Actor) lock.Lock {
 	return func(a *Actor) lock.Lock {
@@ -60,7 +60,7 @@ func playNoExpiry(s *Scene, v Variant) error {
 	s.Go("B", func(ctx context.Context, a *Actor) error { return guarded(ctx, a, mk(a), s.Lease()) })
 	s.Until("A", "working")
 	s.Crash("A")
-	if err := s.Expire(lock.KeyPrefix + name); err != nil {
+	if err := s.Expire(lockKey(name)); err != nil {
 		return err
 	}
 	s.Finish("B")

@@ -8,9 +8,9 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 5 — article 003, Redis分布式锁误删问题 (the first SimpleRedisLock's unlock is
-// stringRedisTemplate.delete), article 004, 解锁代码 错误示例1 (jedis.del: "任何客户端都可以随时
-// 进行解锁"), and article 002, 带有过期时间的锁, case 3.
+// Pitfall 5 — the wrong delete (误删): hmdp's first SimpleRedisLock unlocks with
+// stringRedisTemplate.delete, the jedis.del wrong example ("任何客户端都可以随时进行解锁"), and a
+// lock with expiry (带有过期时间的锁), case 3.
 var plainDel = &Pitfall{
 	Num: "5", Name: "plain-del", Title: "Unlock by plain DEL",
 	Source: "003 Redis分布式锁误删问题; 004 解锁代码 错误示例1; 002 带有过期时间的锁 (case 3)",
@@ -31,7 +31,7 @@ var plainDel = &Pitfall{
 	judge: exclusionVerdict,
 }
 
-// plainDelLock is article 003's first SimpleRedisLock: the owner is in the value, but the
+// plainDelLock is hmdp's first SimpleRedisLock: the owner is in the value, but the
 // release never looks at it.
 type plainDelLock struct {
 	*lock.SimpleRedisLock

@@ -9,9 +9,9 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 3 — article 003, Redis分布式锁的实现 (SETNX lock thread1; EXPIRE lock 10: "两个操作,
-// 无法保证原子性") and article 004, 加锁代码 错误示例1 (jedis.setnx then jedis.expire: "若在这里程序
-// 突然崩溃,则无法设置过期时间,将发生死锁").
+// Pitfall 3 — SETNX, then EXPIRE as a second command (SETNX lock thread1; EXPIRE lock 10:
+// "两个操作,无法保证原子性"), the jedis.setnx-then-jedis.expire wrong example ("若在这里程序突然
+// 崩溃,则无法设置过期时间,将发生死锁").
 var setnxExpire = &Pitfall{
 	Num: "3", Name: "setnx-expire", Title: "SETNX then EXPIRE as two commands",
 	Source: "003 Redis分布式锁的实现 (SETNX + EXPIRE); 004 加锁代码 错误示例1",
@@ -48,7 +48,7 @@ func playSetnxExpire(s *Scene, v Variant) error {
 	name := s.LockName("job")
 	mk := func(a *Actor) lock.Lock {
 		if v.Wrong {
-			return setnxExpireLock{c: a.Redis, key: lock.KeyPrefix + name, value: lock.Owner(a.Process), t: a}
+			return setnxExpireLock{c: a.Redis, key: lockKey(name), value: owner(a.Process), t: a}
 		}
 		return lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 	}
@@ -65,7 +65,7 @@ func playSetnxExpire(s *Scene, v Variant) error {
 	})
 	s.Until("A", "after-setnx")
 	s.Crash("A")
-	if err := s.Expire(lock.KeyPrefix + name); err != nil {
+	if err := s.Expire(lockKey(name)); err != nil {
 		return err
 	}
 	s.Finish("B")

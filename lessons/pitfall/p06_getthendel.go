@@ -9,9 +9,9 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 6 — article 003, 分布式锁的原子性 (thread 1 checks the id, then a GC pause before the
-// delete), and article 004, 解锁代码 错误示例2 (get, then del: "若在此时,这把锁突然不是这个客户端
-// 的,则会误解锁"). Article 000's RedisLockRegistry-style unlock has the same two steps.
+// Pitfall 6 — check-then-delete that is not atomic (分布式锁的原子性: thread 1 checks the id,
+// then a GC pause before the delete), the jedis get-then-del wrong example ("若在此时,这把锁突然
+// 不是这个客户端的,则会误解锁"). A RedisLockRegistry-style unlock has the same two steps.
 var getThenDel = &Pitfall{
 	Num: "6", Name: "get-then-del", Title: "Owner check and delete as two commands",
 	Source: "003 分布式锁的原子性; 004 解锁代码 错误示例2",
@@ -44,7 +44,7 @@ type getDelLock struct {
 
 func (l getDelLock) Unlock(ctx context.Context) error {
 	v, err := l.c.Get(ctx, l.Key()).Result()
-	if errors.Is(err, redis.Nil) || v != lock.Owner(l.process) {
+	if errors.Is(err, redis.Nil) || v != owner(l.process) {
 		return lock.ErrNotHeld
 	}
 	if err != nil {

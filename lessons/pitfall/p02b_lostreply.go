@@ -7,11 +7,9 @@ import (
 	"net"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 2b — article 002, 先来看一个最简单的锁, failure case 1: the SETNX reached Redis and
+// Pitfall 2b — the simplest Redis lock (先来看一个最简单的锁), failure case 1: the SETNX reached Redis and
 // was executed, but the reply never reached the client (a crash or a broken link after the
 // server ran it). The client believes it has no lock and never releases it; the lock is
 // held by nobody who knows it.
@@ -69,7 +67,7 @@ func playLostReply(s *Scene, v Variant) error {
 	}, withFault(&loseFirstReply{scene: s}))
 	s.Go("B", func(ctx context.Context, a *Actor) error { return guarded(ctx, a, mk(a), s.Lease()) })
 	s.Finish("A")
-	if err := s.Expire(lock.KeyPrefix + name); err != nil {
+	if err := s.Expire(lockKey(name)); err != nil {
 		return err
 	}
 	s.Finish("B")

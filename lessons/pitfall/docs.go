@@ -10,13 +10,13 @@ import (
 // DocsHeader opens docs/pitfalls.md.
 const DocsHeader = `# Lock pitfalls, run and watched failing
 
-Every wrong Redis lock in the source articles (../shared/seeds: 000, 002, 003, 004), run as a
-scripted interleaving of two to four clients against a real Redis protocol server, beside the
-fix running the same script. Each diagram below is generated from a recorded timeline
+Every wrong Redis lock in the articles the project is built from (listed below), run as a
+scripted interleaving of two to four clients against a real Redis protocol server, beside
+the fix running the same script. Each diagram below is generated from a recorded timeline
 (` + "`t=`" + ` is logical time: the event's position in the run); a test keeps this file in sync
 with what the runner produces:
 
-    go test ./internal/lock/pitfall -run TestPitfallDocs -update   # rewrite this file
+    go test ./lessons/pitfall -run TestPitfallDocs -update   # rewrite this file
 
 Run them yourself, on an embedded Redis (no server needed) or a real one:
 
@@ -33,8 +33,18 @@ never a guessed sleep). The failover pitfall starts its own primary and replica 
 processes, so it runs when a redis-server binary is available (on PATH, or
 ` + "`--redis-server-bin`" + `) and in ` + "`make test-integration`" + `.
 
-The locks are in internal/lock/pitfall, one file per pitfall, each naming its article and
-section; none of them is wired into the service.
+The locks are in lessons/pitfall, one file per pitfall; none of them is wired into the
+service, and the lessons use package lock only as any of its users would.
+
+Each pitfall's **Source** names the article by number and the section by its heading:
+
+| # | Article |
+| --- | --- |
+| 000 | 《Java 基于 Redis 实现分布式锁需要注意什么？》 (a local lock in front of a Redis lock, after Spring's RedisLockRegistry; failover) |
+| 001 | 《分布式锁 — Redisson 全面解析！》 (Redisson's RLock, watchdog and fair lock) |
+| 002 | 《Redis分布式锁实现》 (a Redis lock built and broken step by step) |
+| 003 | 《优惠券秒杀（四）—— 分布式锁》 (hmdp's coupon seckill and its SimpleRedisLock) |
+| 004 | an untitled article on the three ways to build a distributed lock (分布式锁一般有三种实现方式: database, Redis, ZooKeeper) |
 `
 
 // section markers delimit each pitfall's generated section, so that a section that cannot

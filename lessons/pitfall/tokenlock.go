@@ -12,7 +12,7 @@ import (
 	"github.com/seckill/seckill/scripts/lua"
 )
 
-//go:embed renew.lua
+//go:embed lesson_renew.lua
 var renewLua string
 
 var (
@@ -20,7 +20,7 @@ var (
 	renewScript  = nameScript(renewName, renewLua, false)
 )
 
-const renewName = "renew.lua"
+const renewName = "lesson_renew.lua"
 
 // tokenClient is what tokenLock needs from go-redis.
 type tokenClient interface {
@@ -45,7 +45,7 @@ type tokenLock struct {
 }
 
 func newTokenLock(c tokenClient, name, process string, fenced bool) *tokenLock {
-	return &tokenLock{client: c, key: lock.KeyPrefix + name, process: process, fenced: fenced, draw: randomToken}
+	return &tokenLock{client: c, key: lockKey(name), process: process, fenced: fenced, draw: randomToken}
 }
 
 // randomToken returns process + ":" + 8 random hex digits.

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/lock"
 )
 
 // A Scene is one run of one pitfall variant: the actors, the Redis server they share and
@@ -100,7 +98,7 @@ func newScene(ctx context.Context, srv *server, ns string) *Scene {
 	}
 }
 
-// LockName returns the name to give a lock (its key is lock.KeyPrefix + LockName).
+// LockName returns the name to give a lock: the scene's namespace, then name.
 func (s *Scene) LockName(name string) string { return s.ns + name }
 
 // Go creates actor name running fn in its own goroutine. The actor does not start until the
@@ -139,7 +137,7 @@ func (s *Scene) Go(name string, fn func(ctx context.Context, a *Actor) error, op
 }
 
 func (a *Actor) main(fn func(ctx context.Context, a *Actor) error) {
-	a.gid = lock.GoroutineID()
+	a.gid = readGoroutineID()
 	a.scene.mu.Lock()
 	a.scene.byGID[a.gid] = a.Name
 	a.scene.mu.Unlock()
@@ -317,7 +315,7 @@ func (s *Scene) record(e Event) {
 
 // actorOf names the actor running on the calling goroutine, for the command recorder.
 func (s *Scene) actorOf() string {
-	id := lock.GoroutineID()
+	id := readGoroutineID()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, ok := s.byGID[id]; ok {

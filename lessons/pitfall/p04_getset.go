@@ -11,9 +11,9 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 4 — article 004, 加锁代码 错误示例2: the value is the lock's expiry time on the
-// client's clock; a client that finds it in the past takes the lock over with GETSET. The
-// article names three faults: clients' clocks must agree; concurrent GETSETs overwrite each
+// Pitfall 4 — the expiry-timestamp lock (加锁代码 错误示例2): the value is the lock's expiry
+// time on the client's clock; a client that finds it in the past takes the lock over with
+// GETSET. It has three faults: clients' clocks must agree; concurrent GETSETs overwrite each
 // other's expiry; the lock has no owner, so anyone can unlock. This script shows all three.
 var getsetTimestamp = &Pitfall{
 	Num: "4", Name: "getset-timestamp", Title: "An expiry timestamp as the value, with GETSET takeover",
@@ -29,7 +29,7 @@ var getsetTimestamp = &Pitfall{
 	judge:    exclusionVerdict,
 }
 
-// timestampLock is article 004's wrong example 2.
+// timestampLock is the expiry-timestamp lock with its GETSET takeover.
 type timestampLock struct {
 	c     *redis.Client
 	key   string
@@ -79,7 +79,7 @@ func playGetset(s *Scene, v Variant) error {
 		return func(ctx context.Context, a *Actor) error {
 			var lk lock.Lock = lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 			if v.Wrong {
-				lk = timestampLock{c: a.Redis, key: lock.KeyPrefix + name, clock: clock{s: s, skew: skew}, t: a}
+				lk = timestampLock{c: a.Redis, key: lockKey(name), clock: clock{s: s, skew: skew}, t: a}
 			} else {
 				a.Point("after-get") // the fix reads nothing first; it waits at the same moment
 			}

@@ -1,4 +1,5 @@
--- renew.lua: extend a lease, but only the caller's own (the watchdog's renewal).
+-- lesson_renew.lua: extend a token lock's lease, but only the caller's own (the watchdog's
+-- renewal in the short-TTL lesson). Not scripts/lua/renew.lua, which renews a hash lock.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the token the caller believes it holds
 -- ARGV[2]  the new lease in milliseconds

@@ -1,5 +1,6 @@
--- reentrant_lock.lua: take or re-enter a reentrant lock (article 001's Redisson design: a
--- hash whose one field is the owner and whose value is the hold count).
+-- lesson_reentrant_lock.lua: take or re-enter the reentrancy lesson's lock (Redisson's
+-- design cut to its core: a hash whose one field is the owner and whose value is the hold
+-- count). Not scripts/lua/reentrant_lock.lua: it answers 0, not -PTTL, when refused.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  the lease in milliseconds

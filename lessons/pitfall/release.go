@@ -6,8 +6,8 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// playWrongDelete is the script of the wrong-release pitfalls (5, 6, 12), article 003's
-// 误删 story: A finishes its work and stalls on the way to its release (at point, a GC pause
+// playWrongDelete is the script of the wrong-release pitfalls (5, 6, 12), hmdp's wrong-delete
+// (误删) story: A finishes its work and stalls on the way to its release (at point, a GC pause
 // or a slow network) until its lease runs out; B takes the lock; A's release arrives and,
 // with a wrong lock, deletes B's lock; C takes it while B is still inside.
 func playWrongDelete(s *Scene, point string, mk func(a *Actor, name string) lock.Lock) error {
@@ -18,7 +18,7 @@ func playWrongDelete(s *Scene, point string, mk func(a *Actor, name string) lock
 	if !s.Until("A", point) {
 		return errNoPoint("A", point)
 	}
-	if err := s.Expire(lock.KeyPrefix + name); err != nil {
+	if err := s.Expire(lockKey(name)); err != nil {
 		return err
 	}
 	s.Until("B", "working")

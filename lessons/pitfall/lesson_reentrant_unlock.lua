@@ -1,4 +1,5 @@
--- reentrant_unlock.lua: leave a reentrant lock once.
+-- lesson_reentrant_unlock.lua: leave the reentrancy lesson's lock once. Not
+-- scripts/lua/reentrant_unlock.lua: it publishes nothing, and answers 1 when it deletes.
 -- KEYS[1]  the lock key
 -- ARGV[1]  the owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  the lease in milliseconds, renewed while holds remain

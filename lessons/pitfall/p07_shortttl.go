@@ -9,11 +9,11 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 7 — article 002, 带有识别客户端和超时时间的锁, 标注1: the lock expires while its holder
-// is still in the critical section, and two clients are inside. The owner-checked release
-// (pitfall 5's fix) keeps A from deleting B's lock but cannot undo A's write. Article 002
-// proposes renewal before expiry (续租); article 001 describes Redisson's watchdog; the
-// fencing token is the storage-side remedy. Article 000's unlock detects the loss ("The
+// Pitfall 7 — a lease shorter than the work (带有识别客户端和超时时间的锁, 标注1): the lock expires
+// while its holder is still in the critical section, and two clients are inside. The
+// owner-checked release (pitfall 5's fix) keeps A from deleting B's lock but cannot undo A's
+// write. The remedies: renewal before expiry (续租, Redisson's watchdog) and Kleppmann's
+// fencing token on the storage side. Spring's RedisLockRegistry unlock detects the loss ("The
 // integrity of data protected by this lock may have been compromised") but only afterwards.
 var shortTTL = &Pitfall{
 	Num: "7", Name: "short-ttl", Title: "A TTL shorter than the critical section",
@@ -23,13 +23,13 @@ var shortTTL = &Pitfall{
 		"over it: one increment is lost. A's owner-checked unlock then reports the lock was not held, which " +
 		"tells A something went wrong but repairs nothing.",
 	Remedy: "Two remedies, each run on the same script. **Renewal**: a watchdog extends the lease (compare-and-PEXPIRE, " +
-		"renew.lua) every third of it while A works, so the lease never runs out under a live holder and B waits. " +
+		"lesson_renew.lua) every third of it while A works, so the lease never runs out under a live holder and B waits. " +
 		"**Fencing**: every acquisition draws an increasing token (`INCR`), and the storage rejects a write whose " +
 		"token is lower than one it has already accepted: A's late write (token 1, after B's 2) is refused. Renewal " +
 		"cannot help a holder that stalls so long its watchdog stalls too; fencing still can.",
 	Variants: []Variant{
 		{Name: "wrong", Label: "lock.SimpleRedisLock, lease shorter than the work", Wrong: true},
-		{Name: "renewal", Label: "token lock + watchdog renewal (renew.lua)"},
+		{Name: "renewal", Label: "token lock + watchdog renewal (lesson_renew.lua)"},
 		{Name: "fencing", Label: "token lock + fencing token checked by the storage"},
 	},
 	play:  playShortTTL,
@@ -117,7 +117,7 @@ func playShortTTL(s *Scene, v Variant) error {
 			s.Until("A.watchdog", "tick")
 		}
 	}
-	if err := s.Observe(lock.KeyPrefix+name, "A's original lease is over"); err != nil {
+	if err := s.Observe(lockKey(name), "A's original lease is over"); err != nil {
 		return err
 	}
 	s.Until("B", "refused")

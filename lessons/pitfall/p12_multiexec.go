@@ -9,7 +9,7 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 )
 
-// Pitfall 12 (not in issue 4's list) — article 002, 带有识别客户端和超时时间的锁: "也许有人会想到
+// Pitfall 12 — MULTI/EXEC taken for compare-and-delete (带有识别客户端和超时时间的锁): "也许有人会想到
 // 事务…multi, exists, del, exec,遗憾的是在执行del前我们无法获取到exists的值". A MULTI block
 // queues its commands: the GET's answer arrives with the DEL's, too late to decide anything.
 var multiExec = &Pitfall{
@@ -52,7 +52,7 @@ func (l multiDelLock) Unlock(ctx context.Context) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
-	if v, _ := get.Result(); v != lock.Owner(l.process) {
+	if v, _ := get.Result(); v != owner(l.process) {
 		l.t.Note("learns the lock was not its own only now, after the DEL has run")
 		return lock.ErrNotHeld
 	}
@@ -70,7 +70,7 @@ type watchDelLock struct {
 func (l watchDelLock) Unlock(ctx context.Context) error {
 	err := l.c.Watch(ctx, func(tx *redis.Tx) error {
 		v, err := tx.Get(ctx, l.Key()).Result()
-		if errors.Is(err, redis.Nil) || (err == nil && v != lock.Owner(l.process)) {
+		if errors.Is(err, redis.Nil) || (err == nil && v != owner(l.process)) {
 			return lock.ErrNotHeld
 		}
 		if err != nil {

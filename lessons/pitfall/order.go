@@ -15,7 +15,7 @@ const (
 	orderInProgress = "order_in_progress (409)"
 )
 
-// orderFlow is hmdp's one-order-per-user flow (article 003) as a pitfall actor runs it:
+// orderFlow is hmdp's one-order-per-user flow as a pitfall actor runs it:
 // take the lock, then in one transaction check for an order and insert one. It pauses at
 // "checked" (after the check) and "before-commit". unlockBeforeCommit is pitfall 8's
 // mistake: releasing the lock inside the transaction.
