@@ -180,7 +180,7 @@ cmd_down() {
 }
 
 cmd_status() {
-	local name state rc=0 addr
+	local name state rc=0 addr version
 	printf '%-10s %-8s %-16s %s\n' NAME PID ADDRESS STATE
 	for name in "$@"; do
 		case $name in
@@ -192,7 +192,10 @@ cmd_status() {
 			rc=1
 		elif answers "$name"; then
 			state=ready
-			[[ $name == zookeeper ]] && state="ready $(zk_command srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/(ZooKeeper \1)/p')"
+			if [[ $name == zookeeper ]]; then
+				version=$(zk_command srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/ZooKeeper \1/p')
+				state="ready${version:+ ($version)}"
+			fi
 		else
 			state="NOT ANSWERING"
 			rc=1
