@@ -96,3 +96,14 @@ LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 1s -rounds 5
 .PHONY: lockbench
 lockbench:
 	cd loadtest/lockbench && $(GO) run . $(LOCKBENCH_FLAGS)
+
+## ---- extra lock servers (scripts/services.sh): RedLock's five Redis nodes, ZooKeeper ----
+.PHONY: services-up services-down services-status
+
+## services-up: five redis-server processes on 127.0.0.1:7001-7005 and ZooKeeper on :2181
+services-up:
+	scripts/services.sh up
+services-down:
+	scripts/services.sh down
+services-status:
+	scripts/services.sh status

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# services.sh — the extra servers the RedLock and ZooKeeper locks need, for development, the
+# tests and the load test: five independent redis-server processes on 127.0.0.1:7001-7005
+# (RedLock's nodes: no persistence, no replication, nothing shared) and one ZooKeeper on
+# 127.0.0.1:2181. Each server is its own process with its own directory and pidfile under
+# the state directory, so a test or a person can stop one and start it again:
+#
+#   scripts/services.sh up [NAME...]      start what is not running (all by default), wait until
+#                                         each answers; idempotent
+#   scripts/services.sh down [NAME...]    stop what `up` started (all by default), by its pidfile
+#   scripts/services.sh status [NAME...]  one line per server; exit 1 if any is not answering
+#
+# NAME is redis-7001 ... redis-7005 or zookeeper. Debian's redis-server and zookeeper
+# packages (ZooKeeper 3.8 and the JRE it pulls) are installed when absent.
+#
+# Settings (environment):
+#   SERVICES_RUN_DIR   state: one directory per server   (default <repo>/run/services)
+#   SERVICES_WAIT      seconds `up` waits for each server (default 60; the JVM is slow to start)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RUN_DIR=${SERVICES_RUN_DIR:-$ROOT/run/services}
+WAIT=${SERVICES_WAIT:-60}
+REDIS_PORTS=(7001 7002 7003 7004 7005)
+ZK_PORT=2181
+ZK_JAR=/usr/share/java/zookeeper.jar
+ALL=()
+for p in "${REDIS_PORTS[@]}"; do ALL+=("redis-$p"); done
+ALL+=(zookeeper)
+
+log() { printf 'services: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+apt_updated=
+ensure_pkg() { # ensure_pkg PATH-OR-COMMAND PACKAGE
+	command -v "$1" >/dev/null 2>&1 || [[ -e $1 ]] && return 0
+	log "$1 not found: installing Debian package $2"
+	local sudo=()
+	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+	if [[ -z $apt_updated ]]; then
+		"${sudo[@]}" apt-get update -qq
+		apt_updated=1
+	fi
+	DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+}
+
+# alive NAME: the process recorded in NAME's pidfile runs and is the program we started (a
+# recycled pid belonging to something else is never signalled).
+alive() {
+	local pidfile=$RUN_DIR/$1/pid pid pattern
+	[[ -s $pidfile ]] || return 1
+	pid=$(<"$pidfile")
+	case $1 in
+	redis-*) pattern="redis-server 127.0.0.1:${1#redis-}" ;;
+	zookeeper) pattern=QuorumPeerMain ;;
+	esac
+	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$pattern"
+}
+
+# answers NAME: the server replies to its health probe.
+answers() {
+	case $1 in
+	redis-*) [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "${1#redis-}" ping 2>/dev/null) == PONG ]] ;;
+	zookeeper) [[ $(zk_command ruok) == imok ]] ;;
+	esac
+}
+
+# zk_command WORD: a ZooKeeper four-letter command over bash's /dev/tcp (no nc needed); the
+# zoo.cfg below whitelists ruok and srvr.
+zk_command() {
+	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT && printf %s '$1' >&3 && cat <&3" 2>/dev/null || true
+}
+
+port_taken() { ss -Hltn "sport = :$1" | grep -q .; }
+
+start_redis() {
+	local name=$1 port=${1#redis-} dir=$RUN_DIR/$1
+	mkdir -p "$dir"
+	port_taken "$port" && die "$name: port $port is taken by a process this script did not start (ss -ltnp)"
+	# --daemonize: redis forks, detaches and writes the pidfile itself. No RDB, no AOF: a
+	# node that restarts comes back empty, the case RedLock's delayed-restart advice is about.
+	redis-server --bind 127.0.0.1 --port "$port" --daemonize yes --pidfile "$dir/pid" \
+		--dir "$dir" --logfile "$dir/redis.log" --save '' --appendonly no
+}
+
+start_zookeeper() {
+	local dir=$RUN_DIR/zookeeper
+	mkdir -p "$dir/data" "$dir/conf"
+	port_taken "$ZK_PORT" && die "zookeeper: port $ZK_PORT is taken by a process this script did not start (ss -ltnp)"
+	cat >"$dir/conf/zoo.cfg" <<-EOF
+		# written by scripts/services.sh: one standalone server for development and tests
+		tickTime=2000
+		dataDir=$dir/data
+		clientPortAddress=127.0.0.1
+		clientPort=$ZK_PORT
+		admin.enableServer=false
+		4lw.commands.whitelist=ruok,srvr
+		maxSessionTimeout=60000
+	EOF
+	cat >"$dir/conf/log4j.properties" <<-'EOF'
+		log4j.rootLogger=INFO, FILE
+		log4j.appender.FILE=org.apache.log4j.FileAppender
+		log4j.appender.FILE.File=${zookeeper.log.dir}/zookeeper.log
+		log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+		log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1} - %m%n
+	EOF
+	# Our conf directory first on the class path, so its log4j.properties wins; the jar's
+	# manifest names its other dependencies but no SLF4J binding (without one, no log).
+	# setsid: the JVM outlives this shell and its process group.
+	local cp=$dir/conf:$ZK_JAR jar
+	for jar in /usr/share/java/slf4j-log4j12.jar /usr/share/java/log4j-1.2.jar; do
+		[[ -e $jar ]] && cp+=:$jar
+	done
+	setsid nohup java -Xms32m -Xmx256m -Dzookeeper.log.dir="$dir" \
+		-cp "$cp" org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/conf/zoo.cfg" \
+		>"$dir/stdout.log" 2>&1 </dev/null &
+	echo $! >"$dir/pid"
+}
+
+cmd_up() {
+	local name i redis=0 zk=0
+	for name in "$@"; do
+		case $name in redis-*) redis=1 ;; zookeeper) zk=1 ;; esac
+	done
+	((redis)) && ensure_pkg redis-server redis-server
+	((redis)) && ensure_pkg redis-cli redis-tools
+	((zk)) && ensure_pkg "$ZK_JAR" zookeeper
+	((zk)) && ensure_pkg java default-jre-headless
+	for name in "$@"; do
+		if alive "$name"; then
+			log "$name already runs (pid $(<"$RUN_DIR/$name/pid"))"
+			continue
+		fi
+		case $name in
+		redis-*) start_redis "$name" ;;
+		zookeeper) start_zookeeper ;;
+		esac
+	done
+	for name in "$@"; do
+		for ((i = 0; i < WAIT * 10; i++)); do
+			answers "$name" && break
+			# A redis pidfile appears only once the daemon has forked: give it a moment.
+			if ((i > 20)) && ! alive "$name"; then
+				tail -20 "$RUN_DIR/$name"/*.log >&2 || true
+				die "$name died while starting (logs in $RUN_DIR/$name)"
+			fi
+			sleep 0.1
+		done
+		answers "$name" || die "$name did not answer within ${WAIT}s (logs in $RUN_DIR/$name)"
+		log "$name ready (pid $(<"$RUN_DIR/$name/pid"))"
+	done
+}
+
+# stop NAME: SIGTERM, SIGKILL after 10 s. A stopped (SIGSTOPped) server is continued first so
+# that it can act on the SIGTERM.
+cmd_stop() {
+	local name=$1 pid i
+	if ! alive "$name"; then
+		rm -f "$RUN_DIR/$name/pid"
+		return 0
+	fi
+	pid=$(<"$RUN_DIR/$name/pid")
+	kill -TERM "$pid"
+	kill -CONT "$pid" 2>/dev/null || true
+	for ((i = 0; i < 100; i++)); do
+		alive "$name" || break
+		sleep 0.1
+	done
+	if alive "$name"; then
+		log "$name (pid $pid) ignored SIGTERM for 10 s; SIGKILL"
+		kill -KILL "$pid"
+	fi
+	rm -f "$RUN_DIR/$name/pid"
+	log "stopped $name (pid $pid)"
+}
+
+cmd_down() {
+	local name
+	for name in "$@"; do cmd_stop "$name"; done
+}
+
+cmd_status() {
+	local name state rc=0 addr version
+	printf '%-10s %-8s %-16s %s\n' NAME PID ADDRESS STATE
+	for name in "$@"; do
+		case $name in
+		redis-*) addr=127.0.0.1:${name#redis-} ;;
+		zookeeper) addr=127.0.0.1:$ZK_PORT ;;
+		esac
+		if ! alive "$name"; then
+			state=stopped
+			rc=1
+		elif answers "$name"; then
+			state=ready
+			if [[ $name == zookeeper ]]; then
+				version=$(zk_command srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/ZooKeeper \1/p')
+				state="ready${version:+ ($version)}"
+			fi
+		else
+			state="NOT ANSWERING"
+			rc=1
+		fi
+		printf '%-10s %-8s %-16s %s\n' "$name" "$(cat "$RUN_DIR/$name/pid" 2>/dev/null || echo -)" "$addr" "$state"
+	done
+	return $rc
+}
+
+cmd=${1:-}
+shift || true
+names=("$@")
+((${#names[@]})) || names=("${ALL[@]}")
+for n in "${names[@]}"; do
+	[[ " ${ALL[*]} " == *" $n "* ]] || die "unknown server $n (one of: ${ALL[*]})"
+done
+case $cmd in
+up) cmd_up "${names[@]}" ;;
+down) cmd_down "${names[@]}" ;;
+status) cmd_status "${names[@]}" ;;
+*)
+	echo "usage: $0 up|down|status [redis-7001 ... redis-7005 zookeeper]" >&2
+	exit 2
+	;;
+esac
