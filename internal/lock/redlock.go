@@ -24,10 +24,6 @@ const (
 	DefaultRetryDelay = 50 * time.Millisecond
 )
 
-// redLockKeyPrefix makes a RedLock's key on every node: "lock:"+name, the key a
-// SimpleRedisLock of the same name uses on its single server.
-const redLockKeyPrefix = "lock:"
-
 // redLockExtraDrift is added to the drift allowance whatever the lease: the nodes' expiry
 // has millisecond resolution.
 const redLockExtraDrift = 2 * time.Millisecond
@@ -112,7 +108,7 @@ func (s *RedLocks) New(name string) Lock { return s.RedLock(name) }
 
 // RedLock returns the RedLock named name: key "lock:"+name on every node.
 func (s *RedLocks) RedLock(name string) *RedLock {
-	return &RedLock{s: s, key: redLockKeyPrefix + name}
+	return &RedLock{s: s, key: keyPrefix + name}
 }
 
 // RedLock is one named lock over RedLocks' nodes. It is held when a quorum of nodes hold
