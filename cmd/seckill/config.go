@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
+
+	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/order"
 )
 
 // config is the process configuration: environment variables, overridden by flags.
@@ -29,7 +34,7 @@ var settings = []envFlag{
 	{"SECKILL_MYSQL_DSN", "mysql-dsn", "", "go-sql-driver DSN of MySQL/MariaDB; empty runs on the embedded SQLite database"},
 	{"SECKILL_REDIS_ADDR", "redis-addr", "", "host:port of Redis; empty runs on the embedded Redis server"},
 	{"SECKILL_ADMIN_TOKEN", "admin-token", "", "bearer token for POST /api/vouchers; empty disables it"},
-	{"SECKILL_LOCK", "lock", "redis", "per-user order guard: " + lockKindsUsage()},
+	{"SECKILL_LOCK", "lock", "redis", "per-user order guard: " + app.LockKindNames()},
 	{"SECKILL_LOCK_TTL", "lock-ttl", "10s", "expiry of the per-user order lock"},
 	{"SECKILL_ORDER_DELAY", "order-delay", "0s", "simulated business processing inside the critical section"},
 	{"SECKILL_DATA_DIR", "data-dir", "", "directory of the embedded database; empty uses a new temporary directory"},
@@ -69,8 +74,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if cfg.orderDelay, err = parseDuration("SECKILL_ORDER_DELAY", *vals["SECKILL_ORDER_DELAY"], 0); err != nil {
 		return config{}, err
 	}
-	if _, ok := lockKinds[cfg.lock]; !ok {
-		return config{}, fmt.Errorf("SECKILL_LOCK=%q: want one of %s", cfg.lock, lockKindsUsage())
+	if err := cfg.checkStores(); err != nil {
+		return config{}, err
+	}
+	if _, ok := app.LockKinds[cfg.lock]; !ok {
+		return config{}, fmt.Errorf("SECKILL_LOCK=%q: want one of %s", cfg.lock, app.LockKindNames())
 	}
 	return cfg, nil
 }
@@ -84,4 +92,40 @@ func parseDuration(name, v string, min time.Duration) (time.Duration, error) {
 		return 0, fmt.Errorf("%s=%q: must be at least %s", name, v, min)
 	}
 	return d, nil
+}
+
+// checkStores refuses a half-embedded setup. Instances that share MySQL but each run their
+// own embedded Redis share neither the lock nor the order-id counter: the guard excludes
+// nothing across them and two of them can hand out the same order id.
+func (c config) checkStores() error {
+	const why = "instances would share one store and not the other (no common lock, repeated order ids); set both or neither"
+	switch {
+	case c.mysqlDSN != "" && c.redisAddr == "":
+		return fmt.Errorf("SECKILL_REDIS_ADDR is not set but SECKILL_MYSQL_DSN is: %s", why)
+	case c.redisAddr != "" && c.mysqlDSN == "":
+		return fmt.Errorf("SECKILL_MYSQL_DSN is not set but SECKILL_REDIS_ADDR is: %s", why)
+	}
+	return nil
+}
+
+// openStores opens the stores cfg names, saying so loudly when they are the embedded ones.
+func openStores(ctx context.Context, log *slog.Logger, cfg config) (*app.Stores, error) {
+	st, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: cfg.mysqlDSN, RedisAddr: cfg.redisAddr, DataDir: cfg.dataDir})
+	if err != nil {
+		return nil, err
+	}
+	if st.Embedded {
+		log.Warn("running on EMBEDDED stores: data lives in this process and is lost when it exits; "+
+			"set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDR to use MySQL/MariaDB and Redis", "stores", st.String())
+	}
+	return st, nil
+}
+
+// appConfig is what an instance is built from.
+func (c config) appConfig() app.Config {
+	return app.Config{
+		AdminToken: c.adminToken,
+		Lock:       c.lock,
+		Order:      order.Config{LockTTL: c.lockTTL, ProcessingDelay: c.orderDelay},
+	}
 }

@@ -16,7 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/verdict"
 )
 
 // demoOptions shape the storm.
@@ -41,13 +45,16 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if o.users < 1 || o.perUser < 1 || o.stock < 0 || o.inFlight < 1 || o.users*o.perUser > 1_000_000 {
-		return errors.New("demo: users, per-user and in-flight must be positive, stock not negative, users*per-user at most 1e6")
+	if o.users < 1 || o.perUser < 1 || o.stock < 1 || o.inFlight < 1 || o.users*o.perUser > 1_000_000 {
+		return errors.New("demo: users, per-user, stock and in-flight must be positive, users*per-user at most 1e6")
+	}
+	if o.delay <= 0 || o.delay >= cfg.lockTTL/2 {
+		return fmt.Errorf("demo: -delay %s must be positive and below half the lock TTL (%s): a guard's lease must outlast the wait inside it", o.delay, cfg.lockTTL)
 	}
 	guards := strings.Split(o.guards, ",")
 	for _, g := range guards {
-		if _, ok := lockKinds[g]; !ok {
-			return fmt.Errorf("demo: unknown guard %q; want %s", g, lockKindsUsage())
+		if _, ok := app.LockKinds[g]; !ok {
+			return fmt.Errorf("demo: unknown guard %q; want %s", g, app.LockKindNames())
 		}
 	}
 	cfg.orderDelay = o.delay
@@ -56,16 +63,13 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	// The instances log only errors: the expected duplicates of the unsafe guards would
 	// otherwise bury the table.
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	st, err := openStores(slog.New(slog.NewTextHandler(stderr, nil)), cfg)
+	st, err := openStores(ctx, slog.New(slog.NewTextHandler(stderr, nil)), cfg)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	if err := migrateEmbedded(ctx, st); err != nil {
-		return err
-	}
+	defer st.Close()
 	where := "MySQL/MariaDB + Redis"
-	if st.embedded {
+	if st.Embedded {
 		where = "embedded SQLite + embedded Redis (miniredis)"
 	}
 	fmt.Fprintf(stdout, "seckill demo: 2 instances behind a round-robin proxy, on %s\n", where)
@@ -94,31 +98,35 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 // cluster is two instances behind a round-robin reverse proxy, all on loopback.
 type cluster struct {
 	url       string
-	instances []*instance
+	instances []*app.Instance
 	servers   []*http.Server
 }
 
-func startCluster(ctx context.Context, log *slog.Logger, cfg config, st *stores, n int) (*cluster, error) {
+// startCluster starts n instances of cfg over st behind a proxy that sends each user's
+// requests to the instances in turn, so that concurrent requests of one user always reach
+// more than one instance (a round-robin over all requests only makes that likely).
+func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app.Stores, n int) (*cluster, error) {
 	c := &cluster{}
 	var targets []*url.URL
 	for range n {
-		inst, err := newInstance(ctx, log, cfg, st)
+		inst, err := app.New(ctx, log, cfg, st)
 		if err != nil {
 			c.stop()
 			return nil, err
 		}
 		c.instances = append(c.instances, inst)
-		addr, err := c.serve(inst.handler)
+		addr, err := c.serve(inst.Handler)
 		if err != nil {
 			c.stop()
 			return nil, err
 		}
 		targets = append(targets, &url.URL{Scheme: "http", Host: addr})
 	}
-	var next atomic.Uint64
+	var turns sync.Map // X-User-ID → *atomic.Uint64
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
-			r.SetURL(targets[next.Add(1)%uint64(len(targets))])
+			next, _ := turns.LoadOrStore(r.In.Header.Get(api.HeaderUserID), new(atomic.Uint64))
+			r.SetURL(targets[next.(*atomic.Uint64).Add(1)%uint64(len(targets))])
 		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute},
 	}
@@ -149,13 +157,15 @@ func (c *cluster) stop() {
 		_ = c.servers[i].Shutdown(ctx)
 	}
 	for _, inst := range c.instances {
-		_ = inst.close()
+		_ = inst.Close()
 	}
 }
 
-// stormGuard runs the storm against a fresh voucher with guard cfg.lock.
-func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *stores, o demoOptions) (demoResult, error) {
-	cl, err := startCluster(ctx, log, cfg, st, 2)
+// stormGuard runs the storm against a fresh voucher with guard cfg.lock and judges it.
+func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *app.Stores, o demoOptions) (demoResult, error) {
+	ac := cfg.appConfig()
+	ac.Order.Process = newRendezvous(cfg.orderDelay).wait
+	cl, err := startCluster(ctx, log, ac, st, 2)
 	if err != nil {
 		return demoResult{}, err
 	}
@@ -170,31 +180,31 @@ func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *stores, o
 	if err != nil {
 		return demoResult{}, err
 	}
-	codes := storm(ctx, client, cl.url, vid, o)
-	r := demoResult{guard: cfg.lock, safe: lockKinds[cfg.lock].safe, attempts: o.users * o.perUser, initialStock: o.stock, codes: codes}
+	codes, answered := storm(ctx, client, cl.url, vid, o)
+	r := demoResult{guard: cfg.lock, safe: app.LockKinds[cfg.lock].Safe, attempts: o.users * o.perUser, codes: codes,
+		facts: verdict.Facts{Client: "the demo", Counts: order.Counts{Orders: map[string]float64{}}}}
 	for _, inst := range cl.instances {
-		dup, err := counterValue(inst.registry, "seckill_orders_total", "result", "duplicate_blocked_by_db")
+		c, err := order.ReadCounts(inst.Registry)
 		if err != nil {
 			return demoResult{}, err
 		}
-		lost, err := counterValue(inst.registry, "seckill_lock_lost_total", "", "")
-		if err != nil {
-			return demoResult{}, err
-		}
-		r.dupBlocked += dup
-		r.lockLost += lost
+		r.facts.Counts = r.facts.Counts.Add(c)
+		r.facts.Instances++
 	}
-	if err := r.readDB(ctx, cl.instances[0].db, vid); err != nil {
+	run := []verdict.Voucher{{Scenario: cfg.lock, ID: vid, Stock: int64(o.stock)}}
+	if err := verdict.ReadDB(ctx, cl.instances[0].DB, run, answered, &r.facts); err != nil {
 		return demoResult{}, err
 	}
+	r.checks = verdict.Evaluate(r.facts)
 	return r, nil
 }
 
-// storm fires perUser simultaneous orders for each user, inFlight users at a time, and
-// counts the answers by error code ("created" for 201).
-func storm(ctx context.Context, client *http.Client, base string, voucherID int64, o demoOptions) map[string]int {
+// storm fires perUser simultaneous orders for each user, inFlight users at a time, counts
+// the answers by error code ("created" for 201) and returns the orders answered 201.
+func storm(ctx context.Context, client *http.Client, base string, voucherID int64, o demoOptions) (map[string]int, []verdict.Answered) {
 	var mu sync.Mutex
 	codes := map[string]int{}
+	var answered []verdict.Answered
 	users := make(chan int)
 	var wg sync.WaitGroup
 	for range o.inFlight {
@@ -205,9 +215,12 @@ func storm(ctx context.Context, client *http.Client, base string, voucherID int6
 				for range o.perUser {
 					uw.Go(func() {
 						<-start
-						code := placeOrder(ctx, client, base, voucherID, int64(u))
+						code, id := placeOrder(ctx, client, base, voucherID, int64(u))
 						mu.Lock()
 						codes[code]++
+						if code == "created" {
+							answered = append(answered, verdict.Answered{ID: id, User: int64(u), Voucher: voucherID})
+						}
 						mu.Unlock()
 					})
 				}
@@ -221,5 +234,5 @@ func storm(ctx context.Context, client *http.Client, base string, voucherID int6
 	}
 	close(users)
 	wg.Wait()
-	return codes
+	return codes, answered
 }

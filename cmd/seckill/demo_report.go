@@ -11,9 +11,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/verdict"
 )
 
 type voucherRequest struct {
@@ -50,123 +50,63 @@ func createVoucher(ctx context.Context, client *http.Client, base, token string,
 	return out.ID, nil
 }
 
-// placeOrder posts one order and returns "created" or the answer's error code.
-func placeOrder(ctx context.Context, client *http.Client, base string, voucherID, userID int64) string {
+// placeOrder posts one order and returns "created" and the order's id, or the answer's
+// error code.
+func placeOrder(ctx context.Context, client *http.Client, base string, voucherID, userID int64) (code, orderID string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/vouchers/"+strconv.FormatInt(voucherID, 10)+"/orders", nil)
 	if err != nil {
-		return "client_error"
+		return "client_error", ""
 	}
-	req.Header.Set("X-User-ID", strconv.FormatInt(userID, 10))
+	req.Header.Set(api.HeaderUserID, strconv.FormatInt(userID, 10))
 	resp, err := client.Do(req)
 	if err != nil {
-		return "transport_error"
+		return "transport_error", ""
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusCreated {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return "created"
-	}
-	var e struct {
-		Error struct {
+	var body struct {
+		OrderID string `json:"orderId"`
+		Error   struct {
 			Code string `json:"code"`
 		} `json:"error"`
 	}
-	if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error.Code == "" {
-		return "http_" + strconv.Itoa(resp.StatusCode)
+	decoded := json.NewDecoder(resp.Body).Decode(&body) == nil
+	switch {
+	case resp.StatusCode == http.StatusCreated && decoded && body.OrderID != "":
+		return "created", body.OrderID
+	case resp.StatusCode == http.StatusCreated:
+		return "created_without_id", ""
+	case !decoded || body.Error.Code == "":
+		return "http_" + strconv.Itoa(resp.StatusCode), ""
 	}
-	return e.Error.Code
-}
-
-// counterValue sums the counter name (with label=value, if label is set) in g. A failed
-// gather is an error, never a number: a made-up count could hide duplicates from the verdict.
-func counterValue(g prometheus.Gatherer, name, label, value string) (int, error) {
-	mfs, err := g.Gather()
-	if err != nil {
-		return 0, fmt.Errorf("read %s: %w", name, err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" || hasLabel(m.GetLabel(), label, value) {
-				total += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return int(total), nil
-}
-
-func hasLabel[L interface {
-	GetName() string
-	GetValue() string
-}](labels []L, name, value string) bool {
-	for _, l := range labels {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
+	return body.Error.Code, ""
 }
 
 // demoResult is one guard's row of the table.
 type demoResult struct {
-	guard        string
-	safe         bool
-	attempts     int
-	initialStock int
-	codes        map[string]int
-	dupBlocked   int // duplicate_blocked_by_db over both instances
-	lockLost     int
-	orders       int // rows in voucher_orders for the voucher
-	dupRows      int // (user_id, voucher_id) pairs with more than one row
-	stockLeft    int
-}
-
-func (r *demoResult) readDB(ctx context.Context, db *database.DB, voucherID int64) error {
-	var orders, dupRows int64
-	var stock int
-	g := db.WithContext(ctx)
-	if err := g.Table("voucher_orders").Where("voucher_id = ?", voucherID).Count(&orders).Error; err != nil {
-		return err
-	}
-	if err := g.Raw(`SELECT COUNT(*) FROM (SELECT user_id FROM voucher_orders WHERE voucher_id = ?
-		GROUP BY user_id HAVING COUNT(*) > 1) d`, voucherID).Scan(&dupRows).Error; err != nil {
-		return err
-	}
-	if err := g.Raw("SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", voucherID).Scan(&stock).Error; err != nil {
-		return err
-	}
-	r.orders, r.dupRows, r.stockLeft = int(orders), int(dupRows), stock
-	return nil
-}
-
-// oversell is how far the orders went past the stock, or the stock below zero.
-func (r demoResult) oversell() int {
-	return max(r.orders-r.initialStock, -r.stockLeft, 0)
-}
-
-// broken reports whether anything got past the guard.
-func (r demoResult) broken() bool {
-	return r.dupBlocked > 0 || r.dupRows > 0 || r.oversell() > 0 || r.initialStock-r.stockLeft != r.orders
+	guard    string
+	safe     bool
+	attempts int
+	codes    map[string]int
+	facts    verdict.Facts
+	checks   []verdict.Check
 }
 
 // ok: a safe guard must hold; an unsafe one must visibly fail, or the demo proves nothing.
 func (r demoResult) ok() bool {
-	if r.safe {
-		return !r.broken() && r.lockLost == 0 && r.codes["created"] == r.orders
-	}
-	return r.broken()
+	ok, _ := verdict.Judge(r.checks, !r.safe)
+	return ok
 }
 
 func (r demoResult) verdict() string {
+	ok, msg := verdict.Judge(r.checks, !r.safe)
 	switch {
-	case r.safe && r.ok():
+	case len(verdict.Failed(r.checks, verdict.Integrity)) > 0:
+		return msg
+	case r.safe && ok:
 		return "PASS: one order per user, no oversell"
 	case r.safe:
 		return "FAIL: the guard let duplicates or oversell through"
-	case r.ok():
+	case ok:
 		return "FAILS AS EXPECTED: duplicates reached the database"
 	default:
 		return "NOT SHOWN: the unsafe guard went unnoticed (raise -delay)"
@@ -177,9 +117,11 @@ func printDemo(w io.Writer, rows []demoResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "guard\tattempts\tcreated\tdup rows\tdup blocked by DB\tin progress\talready ordered\tsold out\tother\toversell\tstock left\t")
 	for _, r := range rows {
+		v := r.facts.Vouchers[0]
 		other := r.attempts - r.codes["created"] - r.codes["order_in_progress"] - r.codes["already_ordered"] - r.codes["sold_out"]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.guard, r.attempts, r.codes["created"], r.dupRows,
-			r.dupBlocked, r.codes["order_in_progress"], r.codes["already_ordered"], r.codes["sold_out"], other, r.oversell(), r.stockLeft)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.guard, r.attempts, r.codes["created"], r.facts.DuplicateGroups,
+			verdict.FormatFloat(r.facts.Counts.Orders[order.ResultDuplicateByDB]), r.codes["order_in_progress"], r.codes["already_ordered"],
+			r.codes["sold_out"], other, v.Oversold(), v.StockLeft)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)

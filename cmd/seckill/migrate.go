@@ -15,7 +15,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	if cfg.mysqlDSN == "" {
-		return fmt.Errorf("migrate: set SECKILL_MYSQL_DSN (or -mysql-dsn); the embedded database migrates itself")
+		return fmt.Errorf("migrate: set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDR (or -mysql-dsn and -redis-addr); the embedded database migrates itself")
 	}
 	db, err := database.OpenMySQL(ctx, cfg.mysqlDSN, database.Pool{MaxOpen: 2})
 	if err != nil {

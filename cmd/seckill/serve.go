@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/app"
 )
 
 // shutdownGrace bounds how long in-flight orders get to finish and release their locks.
@@ -24,29 +24,26 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	st, err := openStores(log, cfg)
+	st, err := openStores(ctx, log, cfg)
 	if err != nil {
 		return err
 	}
-	defer st.close()
-	if err := migrateEmbedded(ctx, st); err != nil {
-		return err
-	}
+	defer st.Close()
 	warnUnsafeLock(log, cfg.lock)
 
-	inst, err := newInstance(ctx, log, cfg, st)
+	inst, err := app.New(ctx, log, cfg.appConfig(), st)
 	if err != nil {
 		return err
 	}
-	defer inst.close()
+	defer inst.Close()
 
 	ln, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: inst.handler, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{Handler: inst.Handler, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
 	log.Info("seckill serving", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL,
-		"order_delay", cfg.orderDelay, "process", inst.process)
+		"order_delay", cfg.orderDelay, "process", inst.Process)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -68,23 +65,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
-// migrateEmbedded brings the embedded database's schema up to date; a real database is
-// migrated only by `seckill migrate`.
-func migrateEmbedded(ctx context.Context, st *stores) error {
-	if st.mysqlDSN != "" {
-		return nil
-	}
-	db, err := st.openDB(ctx, database.Pool{MaxOpen: 1})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	_, err = db.Migrate(ctx)
-	return err
-}
-
 func warnUnsafeLock(log *slog.Logger, kind string) {
-	if lockKinds[kind].safe {
+	if app.LockKinds[kind].Safe {
 		return
 	}
 	log.Warn("!!! UNSAFE GUARD: SECKILL_LOCK=" + kind + " does not exclude concurrent orders across instances" +

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/order"
 )
 
 // TestStackConcurrentOrders fires orders at once through the API over the real lock and
@@ -39,7 +43,7 @@ func TestStackConcurrentOrders(t *testing.T) {
 					w := s.order(sh.user, sh.voucherID)
 					statuses[i] = w.Code
 					if w.Code >= 400 {
-						var e errorBody
+						var e api.ErrorBody
 						if assert.NoError(t, json.Unmarshal(w.Body.Bytes(), &e), "body %s", w.Body) {
 							codes[i] = e.Error.Code
 						}
@@ -62,14 +66,15 @@ func TestStackConcurrentOrders(t *testing.T) {
 			}
 			one := count[oneUser]
 			assert.Equal(t, 1, one["created"], "one user's concurrent orders: created; all %v", one)
-			assert.Equal(t, 39, one[codeAlreadyOrdered]+one[codeInProgress], "one user's concurrent orders: refused; all %v", one)
+			assert.Equal(t, 39, one[api.CodeAlreadyOrdered]+one[api.CodeInProgress], "one user's concurrent orders: refused; all %v", one)
 			assert.Equal(t, 20, count[scarce]["created"], "created from a stock of 20; all %v", count[scarce])
-			assert.Equal(t, 40, count[scarce][codeSoldOut], "sold out; all %v", count[scarce])
+			assert.Equal(t, 40, count[scarce][api.CodeSoldOut], "sold out; all %v", count[scarce])
 
 			w := serve(s.h, request{"GET", "/metrics", nil, ""})
-			assert.Contains(t, w.Body.String(), `seckill_orders_total{result="duplicate_blocked_by_db"} 0`+"\n",
-				"the lock, not the unique key, must stop one user's duplicates")
-			assert.Contains(t, w.Body.String(), "seckill_lock_lost_total 0\n")
+			c, err := order.ReadCountsText(w.Body)
+			require.NoError(t, err)
+			assert.Zero(t, c.Orders[order.ResultDuplicateByDB], "the lock, not the unique key, must stop one user's duplicates")
+			assert.Zero(t, c.LockLost)
 			assert.Equal(t, int64(1), s.count(t, "SELECT COUNT(*) FROM voucher_orders WHERE voucher_id = ?", oneUser), "rows for one user")
 			assert.Equal(t, int64(99), s.count(t, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", oneUser), "stock left")
 			assert.Equal(t, int64(20), s.count(t, "SELECT COUNT(*) FROM voucher_orders WHERE voucher_id = ?", scarce), "rows for the scarce voucher")

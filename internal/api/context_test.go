@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -41,7 +42,7 @@ func (f *ctxOrders) Place(ctx context.Context, _, _ int64) (int64, error) {
 // request's queries.
 func TestServiceContextOutlivesRequest(t *testing.T) {
 	vs, os := &ctxVouchers{}, &ctxOrders{}
-	h := NewServer(discardLog(), Config{}, vs, os)
+	h := api.NewServer(discardLog(), api.Config{}, vs, os)
 	const n = 20
 	for i := range n {
 		for _, path := range []string{"/api/vouchers/1", "/api/vouchers/1/orders"} {
@@ -50,7 +51,7 @@ func TestServiceContextOutlivesRequest(t *testing.T) {
 				method = http.MethodPost
 			}
 			req := httptest.NewRequest(method, path, nil)
-			req.Header.Set(HeaderUserID, "1")
+			req.Header.Set(api.HeaderUserID, "1")
 			req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, i))
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, req)

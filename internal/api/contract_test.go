@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -19,7 +20,7 @@ const validVoucherBody = `{"title":"t","stock":10,"beginTime":"2026-01-01T00:00:
 
 var (
 	admin  = map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json"}
-	user42 = map[string]string{HeaderUserID: "42"}
+	user42 = map[string]string{api.HeaderUserID: "42"}
 )
 
 // TestErrorContract drives every error status and code of the API through fake services and
@@ -33,84 +34,84 @@ func TestErrorContract(t *testing.T) {
 		maxBody  int64
 		req      request
 		svcErr   error // what both fake services answer
-		ready    map[string]Check
+		ready    map[string]api.Check
 		want     int
 		wantCode string
 		wantCall bool // whether the request must reach a service
 	}{
 		// 400 invalid_argument
-		{name: "create: not JSON", req: request{"POST", "/api/vouchers", admin, `{"title":`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: empty body", req: request{"POST", "/api/vouchers", admin, ``}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: JSON array", req: request{"POST", "/api/vouchers", admin, `[1,2]`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: missing stock", req: request{"POST", "/api/vouchers", admin, `{"title":"t","beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: null stock", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":null,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: stock not an integer", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1.5,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: stock overflows int", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":99999999999999999999,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: stock a string", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":"10","beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: time not RFC 3339", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-01-01 00:00:00","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: time without zone", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: time a number", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":1767225600,"endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
-		{name: "create: invalid date", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-02-30T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: codeInvalidArgument},
+		{name: "create: not JSON", req: request{"POST", "/api/vouchers", admin, `{"title":`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: empty body", req: request{"POST", "/api/vouchers", admin, ``}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: JSON array", req: request{"POST", "/api/vouchers", admin, `[1,2]`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: missing stock", req: request{"POST", "/api/vouchers", admin, `{"title":"t","beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: null stock", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":null,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: stock not an integer", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1.5,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: stock overflows int", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":99999999999999999999,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: stock a string", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":"10","beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: time not RFC 3339", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-01-01 00:00:00","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: time without zone", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: time a number", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":1767225600,"endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: invalid date", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-02-30T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "create: service rejects (end before begin)", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`},
-			svcErr: fmt.Errorf("%w: endTime must be after beginTime", voucher.ErrInvalid), want: 400, wantCode: codeInvalidArgument, wantCall: true},
-		{name: "get: id not a number", req: request{"GET", "/api/vouchers/abc", nil, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "get: id zero", req: request{"GET", "/api/vouchers/0", nil, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "get: id negative", req: request{"GET", "/api/vouchers/-1", nil, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "get: id overflows int64", req: request{"GET", "/api/vouchers/9223372036854775808", nil, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "get: id fractional", req: request{"GET", "/api/vouchers/1.0", nil, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "get: id hex", req: request{"GET", "/api/vouchers/0x10", nil, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: voucher id not a number", req: request{"POST", "/api/vouchers/x/orders", user42, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: voucher id zero", req: request{"POST", "/api/vouchers/0/orders", user42, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: voucher id overflows", req: request{"POST", "/api/vouchers/99999999999999999999/orders", user42, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: user id zero", req: request{"POST", "/api/vouchers/1/orders", map[string]string{HeaderUserID: "0"}, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: user id negative", req: request{"POST", "/api/vouchers/1/orders", map[string]string{HeaderUserID: "-42"}, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: user id overflows int64", req: request{"POST", "/api/vouchers/1/orders", map[string]string{HeaderUserID: "9223372036854775808"}, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: user id not a number", req: request{"POST", "/api/vouchers/1/orders", map[string]string{HeaderUserID: "alice"}, ""}, want: 400, wantCode: codeInvalidArgument},
-		{name: "order: user id with spaces", req: request{"POST", "/api/vouchers/1/orders", map[string]string{HeaderUserID: "4 2"}, ""}, want: 400, wantCode: codeInvalidArgument},
+			svcErr: fmt.Errorf("%w: endTime must be after beginTime", voucher.ErrInvalid), want: 400, wantCode: api.CodeInvalidArgument, wantCall: true},
+		{name: "get: id not a number", req: request{"GET", "/api/vouchers/abc", nil, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get: id zero", req: request{"GET", "/api/vouchers/0", nil, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get: id negative", req: request{"GET", "/api/vouchers/-1", nil, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get: id overflows int64", req: request{"GET", "/api/vouchers/9223372036854775808", nil, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get: id fractional", req: request{"GET", "/api/vouchers/1.0", nil, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get: id hex", req: request{"GET", "/api/vouchers/0x10", nil, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: voucher id not a number", req: request{"POST", "/api/vouchers/x/orders", user42, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: voucher id zero", req: request{"POST", "/api/vouchers/0/orders", user42, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: voucher id overflows", req: request{"POST", "/api/vouchers/99999999999999999999/orders", user42, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: user id zero", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "0"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: user id negative", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "-42"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: user id overflows int64", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "9223372036854775808"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: user id not a number", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "alice"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: user id with spaces", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "4 2"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
 
 		// 401 unauthenticated
-		{name: "create: no Authorization", req: request{"POST", "/api/vouchers", nil, validVoucherBody}, want: 401, wantCode: codeUnauthenticated},
-		{name: "create: wrong token", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer nope"}, validVoucherBody}, want: 401, wantCode: codeUnauthenticated},
-		{name: "create: token prefix only", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken[:4]}, validVoucherBody}, want: 401, wantCode: codeUnauthenticated},
-		{name: "create: not a bearer", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Basic " + testToken}, validVoucherBody}, want: 401, wantCode: codeUnauthenticated},
-		{name: "create: bare token", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": testToken}, validVoucherBody}, want: 401, wantCode: codeUnauthenticated},
-		{name: "create: empty bearer", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer "}, validVoucherBody}, want: 401, wantCode: codeUnauthenticated},
-		{name: "order: no X-User-ID", req: request{"POST", "/api/vouchers/1/orders", nil, ""}, want: 401, wantCode: codeUnauthenticated},
-		{name: "order: empty X-User-ID", req: request{"POST", "/api/vouchers/1/orders", map[string]string{HeaderUserID: ""}, ""}, want: 401, wantCode: codeUnauthenticated},
+		{name: "create: no Authorization", req: request{"POST", "/api/vouchers", nil, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "create: wrong token", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer nope"}, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "create: token prefix only", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken[:4]}, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "create: not a bearer", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Basic " + testToken}, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "create: bare token", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": testToken}, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "create: empty bearer", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer "}, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "order: no X-User-ID", req: request{"POST", "/api/vouchers/1/orders", nil, ""}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "order: empty X-User-ID", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: ""}, ""}, want: 401, wantCode: api.CodeUnauthenticated},
 
 		// 403
-		{name: "create: no admin token configured", noToken: true, req: request{"POST", "/api/vouchers", admin, validVoucherBody}, want: 403, wantCode: codeForbidden},
-		{name: "create: no admin token configured, empty bearer", noToken: true, req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer "}, validVoucherBody}, want: 403, wantCode: codeForbidden},
-		{name: "order: sale not active", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrSaleNotActive, want: 403, wantCode: codeSaleNotActive, wantCall: true},
+		{name: "create: no admin token configured", noToken: true, req: request{"POST", "/api/vouchers", admin, validVoucherBody}, want: 403, wantCode: api.CodeForbidden},
+		{name: "create: no admin token configured, empty bearer", noToken: true, req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer "}, validVoucherBody}, want: 403, wantCode: api.CodeForbidden},
+		{name: "order: sale not active", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrSaleNotActive, want: 403, wantCode: api.CodeSaleNotActive, wantCall: true},
 
 		// 404
-		{name: "get: voucher not found", req: request{"GET", "/api/vouchers/5", nil, ""}, svcErr: voucher.ErrNotFound, want: 404, wantCode: codeNotFound, wantCall: true},
-		{name: "order: voucher not found", req: request{"POST", "/api/vouchers/5/orders", user42, ""}, svcErr: voucher.ErrNotFound, want: 404, wantCode: codeNotFound, wantCall: true},
-		{name: "unknown route", req: request{"GET", "/api/nope", nil, ""}, want: 404, wantCode: codeNotFound},
-		{name: "unknown route under a voucher", req: request{"GET", "/api/vouchers/1/nope", nil, ""}, want: 404, wantCode: codeNotFound},
-		{name: "root", req: request{"GET", "/", nil, ""}, want: 404, wantCode: codeNotFound},
+		{name: "get: voucher not found", req: request{"GET", "/api/vouchers/5", nil, ""}, svcErr: voucher.ErrNotFound, want: 404, wantCode: api.CodeNotFound, wantCall: true},
+		{name: "order: voucher not found", req: request{"POST", "/api/vouchers/5/orders", user42, ""}, svcErr: voucher.ErrNotFound, want: 404, wantCode: api.CodeNotFound, wantCall: true},
+		{name: "unknown route", req: request{"GET", "/api/nope", nil, ""}, want: 404, wantCode: api.CodeNotFound},
+		{name: "unknown route under a voucher", req: request{"GET", "/api/vouchers/1/nope", nil, ""}, want: 404, wantCode: api.CodeNotFound},
+		{name: "root", req: request{"GET", "/", nil, ""}, want: 404, wantCode: api.CodeNotFound},
 
 		// 405
-		{name: "DELETE a voucher", req: request{"DELETE", "/api/vouchers/1", nil, ""}, want: 405, wantCode: codeMethodNotAllowed},
-		{name: "GET the vouchers collection", req: request{"GET", "/api/vouchers", nil, ""}, want: 405, wantCode: codeMethodNotAllowed},
-		{name: "GET orders", req: request{"GET", "/api/vouchers/1/orders", user42, ""}, want: 405, wantCode: codeMethodNotAllowed},
-		{name: "POST healthz", req: request{"POST", "/healthz", nil, ""}, want: 405, wantCode: codeMethodNotAllowed},
+		{name: "DELETE a voucher", req: request{"DELETE", "/api/vouchers/1", nil, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
+		{name: "GET the vouchers collection", req: request{"GET", "/api/vouchers", nil, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
+		{name: "GET orders", req: request{"GET", "/api/vouchers/1/orders", user42, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
+		{name: "POST healthz", req: request{"POST", "/healthz", nil, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
 
 		// 409
-		{name: "order: already ordered", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrAlreadyOrdered, want: 409, wantCode: codeAlreadyOrdered, wantCall: true},
-		{name: "order: in progress", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrInProgress, want: 409, wantCode: codeInProgress, wantCall: true},
-		{name: "order: sold out", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrSoldOut, want: 409, wantCode: codeSoldOut, wantCall: true},
-		{name: "order: sold out, wrapped", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: fmt.Errorf("place: %w", order.ErrSoldOut), want: 409, wantCode: codeSoldOut, wantCall: true},
+		{name: "order: already ordered", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrAlreadyOrdered, want: 409, wantCode: api.CodeAlreadyOrdered, wantCall: true},
+		{name: "order: in progress", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrInProgress, want: 409, wantCode: api.CodeInProgress, wantCall: true},
+		{name: "order: sold out", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrSoldOut, want: 409, wantCode: api.CodeSoldOut, wantCall: true},
+		{name: "order: sold out, wrapped", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: fmt.Errorf("place: %w", order.ErrSoldOut), want: 409, wantCode: api.CodeSoldOut, wantCall: true},
 
 		// 413
-		{name: "create: body over the default 64 KiB", req: request{"POST", "/api/vouchers", admin, `{"title":"` + strings.Repeat("x", 65<<10) + `","stock":1}`}, want: 413, wantCode: codeTooLarge},
-		{name: "create: body over a configured limit", maxBody: 100, req: request{"POST", "/api/vouchers", admin, `{"title":"` + strings.Repeat("x", 100) + `","stock":1}`}, want: 413, wantCode: codeTooLarge},
+		{name: "create: body over the default 64 KiB", req: request{"POST", "/api/vouchers", admin, `{"title":"` + strings.Repeat("x", 65<<10) + `","stock":1}`}, want: 413, wantCode: api.CodeTooLarge},
+		{name: "create: body over a configured limit", maxBody: 100, req: request{"POST", "/api/vouchers", admin, `{"title":"` + strings.Repeat("x", 100) + `","stock":1}`}, want: 413, wantCode: api.CodeTooLarge},
 
 		// 503 unavailable
-		{name: "create: database down", req: request{"POST", "/api/vouchers", admin, validVoucherBody}, svcErr: errDB, want: 503, wantCode: codeUnavailable, wantCall: true},
-		{name: "get: database down", req: request{"GET", "/api/vouchers/1", nil, ""}, svcErr: errDB, want: 503, wantCode: codeUnavailable, wantCall: true},
-		{name: "order: store unavailable", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: fmt.Errorf("%w: %w", order.ErrUnavailable, errDB), want: 503, wantCode: codeUnavailable, wantCall: true},
-		{name: "order: context canceled", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: context.Canceled, want: 503, wantCode: codeUnavailable, wantCall: true},
+		{name: "create: database down", req: request{"POST", "/api/vouchers", admin, validVoucherBody}, svcErr: errDB, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
+		{name: "get: database down", req: request{"GET", "/api/vouchers/1", nil, ""}, svcErr: errDB, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
+		{name: "order: store unavailable", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: fmt.Errorf("%w: %w", order.ErrUnavailable, errDB), want: 503, wantCode: api.CodeUnavailable, wantCall: true},
+		{name: "order: context canceled", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: context.Canceled, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,7 +121,7 @@ func TestErrorContract(t *testing.T) {
 			}
 			vs := &fakeVouchers{err: tt.svcErr}
 			os := &fakeOrders{id: 1, err: tt.svcErr}
-			h := NewServer(discardLog(), Config{AdminToken: token, MaxBodyBytes: tt.maxBody, Ready: tt.ready}, vs, os)
+			h := api.NewServer(discardLog(), api.Config{AdminToken: token, MaxBodyBytes: tt.maxBody, Ready: tt.ready}, vs, os)
 
 			w := serve(h, tt.req)
 
@@ -140,7 +141,7 @@ func TestErrorContract(t *testing.T) {
 // reason, and that an infrastructure error is not shown to the client.
 func TestErrorMessages(t *testing.T) {
 	vs := &fakeVouchers{err: fmt.Errorf("%w: stock must be between 0 and 100", voucher.ErrInvalid)}
-	h := NewServer(discardLog(), Config{AdminToken: testToken}, vs, &fakeOrders{})
+	h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
 	w := serve(h, request{"POST", "/api/vouchers", admin, validVoucherBody})
 	require.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, w.Body.String(), "stock must be between 0 and 100")
@@ -153,7 +154,7 @@ func TestErrorMessages(t *testing.T) {
 
 func TestCreateVoucher(t *testing.T) {
 	vs := &fakeVouchers{}
-	h := NewServer(discardLog(), Config{AdminToken: testToken}, vs, &fakeOrders{})
+	h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
 	body := `{"title":"50 off","subTitle":"weekdays","rules":"one per user","payValue":4750,"actualValue":5000,` +
 		`"stock":100,"beginTime":"2026-11-22T08:00:00+08:00","endTime":"2026-11-23T00:00:00Z"}`
 
@@ -175,7 +176,7 @@ func TestCreateVoucher(t *testing.T) {
 
 func TestGetVoucher(t *testing.T) {
 	vs := &fakeVouchers{}
-	h := NewServer(discardLog(), Config{}, vs, &fakeOrders{})
+	h := api.NewServer(discardLog(), api.Config{}, vs, &fakeOrders{})
 
 	w := serve(h, request{"GET", "/api/vouchers/9223372036854775807", nil, ""})
 
@@ -191,9 +192,9 @@ func TestGetVoucher(t *testing.T) {
 func TestPlaceOrder(t *testing.T) {
 	const id = int64(1)<<62 + 12345 // beyond 2^53: a JSON number would lose it
 	os := &fakeOrders{id: id}
-	h := NewServer(discardLog(), Config{}, &fakeVouchers{}, os)
+	h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
 
-	w := serve(h, request{"POST", "/api/vouchers/3/orders", map[string]string{HeaderUserID: "9223372036854775807"}, ""})
+	w := serve(h, request{"POST", "/api/vouchers/3/orders", map[string]string{api.HeaderUserID: "9223372036854775807"}, ""})
 
 	require.Equal(t, http.StatusCreated, w.Code, "status; body %s", w.Body)
 	assert.JSONEq(t, `{"orderId":"4611686018427400249"}`, w.Body.String())
@@ -206,18 +207,18 @@ func TestHealth(t *testing.T) {
 	down := func(context.Context) error { return errDown }
 	tests := []struct {
 		name       string
-		ready      map[string]Check
+		ready      map[string]api.Check
 		want       int
 		wantChecks map[string]any
 	}{
 		{"no checks", nil, 200, map[string]any{}},
-		{"all up", map[string]Check{"database": up, "redis": up}, 200, map[string]any{"database": "ok", "redis": "ok"}},
-		{"redis down", map[string]Check{"database": up, "redis": down}, 503, map[string]any{"database": "ok", "redis": errDown.Error()}},
-		{"both down", map[string]Check{"database": down, "redis": down}, 503, map[string]any{"database": errDown.Error(), "redis": errDown.Error()}},
+		{"all up", map[string]api.Check{"database": up, "redis": up}, 200, map[string]any{"database": "ok", "redis": "ok"}},
+		{"redis down", map[string]api.Check{"database": up, "redis": down}, 503, map[string]any{"database": "ok", "redis": errDown.Error()}},
+		{"both down", map[string]api.Check{"database": down, "redis": down}, 503, map[string]any{"database": errDown.Error(), "redis": errDown.Error()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := NewServer(discardLog(), Config{Ready: tt.ready}, &fakeVouchers{}, &fakeOrders{})
+			h := api.NewServer(discardLog(), api.Config{Ready: tt.ready}, &fakeVouchers{}, &fakeOrders{})
 
 			w := serve(h, request{"GET", "/healthz", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code, "healthz does not depend on the checks")
@@ -235,7 +236,7 @@ func TestHealth(t *testing.T) {
 // TestReadyzTimeout checks that a check that hangs is cut off and answers 503.
 func TestReadyzTimeout(t *testing.T) {
 	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
-	h := NewServer(discardLog(), Config{Ready: map[string]Check{"redis": hang}}, &fakeVouchers{}, &fakeOrders{})
+	h := api.NewServer(discardLog(), api.Config{Ready: map[string]api.Check{"redis": hang}}, &fakeVouchers{}, &fakeOrders{})
 	req := request{"GET", "/readyz", nil, ""}
 	w := serve(h, req)
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
@@ -243,25 +244,25 @@ func TestReadyzTimeout(t *testing.T) {
 }
 
 func TestMetricsRoute(t *testing.T) {
-	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("seckill_up 1\n")) })
-	h := NewServer(discardLog(), Config{Metrics: metrics}, &fakeVouchers{}, &fakeOrders{})
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("up 1\n")) })
+	h := api.NewServer(discardLog(), api.Config{Metrics: metrics}, &fakeVouchers{}, &fakeOrders{})
 	w := serve(h, request{"GET", "/metrics", nil, ""})
 	require.Equal(t, http.StatusOK, w.Code)
-	assert.Equal(t, "seckill_up 1\n", w.Body.String())
+	assert.Equal(t, "up 1\n", w.Body.String())
 
 	// Without a metrics handler the route is absent and answers like any unknown route.
-	h = NewServer(discardLog(), Config{}, &fakeVouchers{}, &fakeOrders{})
+	h = api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, &fakeOrders{})
 	w = serve(h, request{"GET", "/metrics", nil, ""})
 	require.Equal(t, http.StatusNotFound, w.Code)
-	requireErrorBody(t, w, codeNotFound)
+	requireErrorBody(t, w, api.CodeNotFound)
 }
 
 // TestPanicAnswers500 checks the last resort: a panicking service answers a JSON 500.
 func TestPanicAnswers500(t *testing.T) {
-	h := NewServer(discardLog(), Config{}, &panicVouchers{}, &fakeOrders{})
+	h := api.NewServer(discardLog(), api.Config{}, &panicVouchers{}, &fakeOrders{})
 	w := serve(h, request{"GET", "/api/vouchers/1", nil, ""})
 	require.Equal(t, http.StatusInternalServerError, w.Code)
-	requireErrorBody(t, w, codeInternal)
+	requireErrorBody(t, w, api.CodeInternal)
 }
 
 type panicVouchers struct{ fakeVouchers }

@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -42,7 +43,7 @@ func checkAnswer(t *testing.T, w interface {
 	code := w.Result().StatusCode
 	require.Less(t, code, 500, "5xx for a client's input; body %s", body)
 	if code >= 400 {
-		var e errorBody
+		var e api.ErrorBody
 		require.NoError(t, json.Unmarshal(body, &e), "error body %q", body)
 		require.NotEmpty(t, e.Error.Code, "error code; body %s", body)
 		require.NotEmpty(t, e.Error.Message, "error message; body %s", body)
@@ -55,7 +56,7 @@ func FuzzVoucherIDPath(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		vs, os := &fakeVouchers{}, &fakeOrders{id: 1}
-		h := NewServer(discardLog(), Config{}, vs, os)
+		h := api.NewServer(discardLog(), api.Config{}, vs, os)
 		want, valid := validID(s)
 
 		w := serve(h, request{"GET", "/api/vouchers/" + s, nil, ""})
@@ -86,10 +87,10 @@ func FuzzUserIDHeader(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		os := &fakeOrders{id: 1}
-		h := NewServer(discardLog(), Config{}, &fakeVouchers{}, os)
+		h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
 		want, valid := validID(s)
 
-		w := serve(h, request{"POST", "/api/vouchers/5/orders", map[string]string{HeaderUserID: s}, ""})
+		w := serve(h, request{"POST", "/api/vouchers/5/orders", map[string]string{api.HeaderUserID: s}, ""})
 		checkAnswer(t, w, w.Body.Bytes())
 		switch {
 		case valid:
@@ -158,7 +159,7 @@ func FuzzCreateVoucherBody(f *testing.F) {
 	f.Cleanup(func() { _ = db.Close() })
 	_, err = db.Migrate(context.Background())
 	require.NoError(f, err)
-	h := NewServer(discardLog(), Config{AdminToken: testToken}, voucher.NewService(voucher.NewStore(db.DB)), &fakeOrders{})
+	h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, voucher.NewService(voucher.NewStore(db.DB)), &fakeOrders{})
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		w := serve(h, request{"POST", "/api/vouchers", admin, string(body)})
@@ -169,7 +170,7 @@ func FuzzCreateVoucherBody(f *testing.F) {
 			return
 		}
 		require.Equal(t, http.StatusCreated, w.Code, "valid body %q refused; answer %s", body, w.Body)
-		var got voucherResponse
+		var got api.VoucherResponse
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &got))
 		require.Positive(t, got.ID)
 		require.Equal(t, want.Title, got.Title)
@@ -180,7 +181,7 @@ func FuzzCreateVoucherBody(f *testing.F) {
 
 		w = serve(h, request{"GET", "/api/vouchers/" + strconv.FormatInt(got.ID, 10), nil, ""})
 		require.Equal(t, http.StatusOK, w.Code, "GET the voucher just created; body %s", w.Body)
-		var again voucherResponse
+		var again api.VoucherResponse
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &again))
 		require.Equal(t, got, again, "GET answers what POST answered")
 	})

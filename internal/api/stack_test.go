@@ -1,4 +1,4 @@
-package api
+package api_test
 
 import (
 	"context"
@@ -7,34 +7,31 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/database"
-	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/testenv"
-	"github.com/seckill/seckill/internal/voucher"
 )
 
-// stack is the API over the real services and stores: SQLite and miniredis always, MariaDB
-// and the real Redis in integration builds.
+// stack is an instance wired by app.New, as `seckill serve` wires it: the embedded stores
+// always, MariaDB and the real Redis in integration builds.
 type stack struct {
-	name  string
-	h     http.Handler
-	db    *database.DB
-	redis testenv.Redis
-	reg   *prometheus.Registry
+	name   string
+	h      http.Handler
+	inst   *app.Instance
+	stores *app.Stores
 	// users are this stack's user ids: random, so that lock keys on a shared Redis never
 	// collide with another run's.
 	users int64
@@ -42,41 +39,41 @@ type stack struct {
 
 func stacks(t *testing.T) []*stack {
 	t.Helper()
-	ctx := context.Background()
-	sqlite, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{})
-	require.NoError(t, err)
-	out := []*stack{newStack(t, "embedded", sqlite, testenv.EmbeddedRedis(t))}
+	out := []*stack{newStack(t, "embedded", app.StoresConfig{DataDir: t.TempDir()})}
 	if testenv.Integration {
-		// A small pool: the MariaDB is shared, and 100 concurrent orders must not take
-		// connections from other suites (max_connections) and fail as 503.
-		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{MaxOpen: 8, MaxIdle: 8})
-		require.NoError(t, err)
-		out = append(out, newStack(t, "real", mysql, testenv.RealRedis(t)))
+		out = append(out, newStack(t, "real", app.StoresConfig{
+			MySQLDSN:  testenv.MySQLDSN(t),
+			RedisAddr: testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379"),
+		}))
 	}
 	return out
 }
 
-func newStack(t *testing.T, name string, db *database.DB, rdb testenv.Redis) *stack {
+func newStack(t *testing.T, name string, sc app.StoresConfig) *stack {
 	t.Helper()
-	t.Cleanup(func() { _ = db.Close() })
-	_, err := db.Migrate(context.Background())
+	ctx := context.Background()
+	st, err := app.OpenStores(ctx, sc)
 	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
+	t.Cleanup(st.Close)
+	if !st.Embedded {
+		db, err := st.OpenDB(ctx, database.Pool{MaxOpen: 1})
+		require.NoError(t, err)
+		_, err = db.Migrate(ctx)
+		require.NoError(t, err)
+		require.NoError(t, db.Close())
+	}
 	// Errors go to the test's output: shown when a test fails, or with -v.
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))
-	vouchers := voucher.NewService(voucher.NewStore(db.DB))
-	orders := order.NewService(vouchers, order.NewSQLStore(db),
-		lock.NewSimpleRedisLocks(rdb.Client, lock.NewProcessID()),
-		idgen.New(rdb.Client, testenv.Unique("apitest")), order.NewMetrics(reg), log, order.Config{})
-	h := NewServer(log, Config{
+	inst, err := app.New(ctx, log, app.Config{
 		AdminToken: testToken,
-		Ready: map[string]Check{
-			"database": db.Ping,
-			"redis":    func(ctx context.Context) error { return rdb.Client.Ping(ctx).Err() },
-		},
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-	}, vouchers, orders)
-	return &stack{name: name, h: h, db: db, redis: rdb, reg: reg, users: rand.Int64N(1<<40) + 1<<40}
+		Lock:       "redis",
+		// A small pool: the MariaDB is shared, and 100 concurrent orders must not take
+		// connections from other suites (max_connections) and fail as 503.
+		DBPool: database.Pool{MaxOpen: 8, MaxIdle: 8},
+	}, st)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	return &stack{name: name, h: inst.Handler, inst: inst, stores: st, users: rand.Int64N(1<<40) + 1<<40}
 }
 
 // createVoucher creates a voucher through the API and returns its id.
@@ -92,13 +89,13 @@ func (s *stack) createVoucher(t *testing.T, stock int, begin, end time.Time) int
 
 func (s *stack) order(userID, voucherID int64) *httptest.ResponseRecorder {
 	return serve(s.h, request{"POST", fmt.Sprintf("/api/vouchers/%d/orders", voucherID),
-		map[string]string{HeaderUserID: strconv.FormatInt(userID, 10)}, ""})
+		map[string]string{api.HeaderUserID: strconv.FormatInt(userID, 10)}, ""})
 }
 
 func (s *stack) count(t *testing.T, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
-	require.NoError(t, s.db.Raw(query, args...).Scan(&n).Error)
+	require.NoError(t, s.inst.DB.Raw(query, args...).Scan(&n).Error)
 	return n
 }
 
@@ -125,11 +122,11 @@ func TestStackVoucherRoundTrip(t *testing.T) {
 
 			w = serve(s.h, request{"GET", fmt.Sprintf("/api/vouchers/%d", int64(id)+1000), nil, ""})
 			require.Equal(t, http.StatusNotFound, w.Code)
-			requireErrorBody(t, w, codeNotFound)
+			requireErrorBody(t, w, api.CodeNotFound)
 
 			w = serve(s.h, request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`})
 			require.Equal(t, http.StatusBadRequest, w.Code, "end before begin; body %s", w.Body)
-			requireErrorBody(t, w, codeInvalidArgument)
+			requireErrorBody(t, w, api.CodeInvalidArgument)
 			assert.Equal(t, int64(1), s.count(t, "SELECT COUNT(*) FROM vouchers"), "vouchers stored")
 		})
 	}
@@ -145,10 +142,12 @@ func TestStackOrders(t *testing.T) {
 			empty := s.createVoucher(t, 0, now.Add(-time.Hour), now.Add(time.Hour))
 			alice, bob, carol, dave := s.users+1, s.users+2, s.users+3, s.users+4
 
-			// carol's lock is held by another owner: her order must not proceed.
-			held := lock.NewSimpleRedisLock(s.redis.Client, "", order.LockName(carol)).Key()
-			require.NoError(t, s.redis.Client.Set(context.Background(), held, "someone-else", time.Minute).Err())
-			t.Cleanup(func() { s.redis.Client.Del(context.Background(), held) })
+			// carol's lock is held by another owner (another process): her order must not proceed.
+			held := lock.NewSimpleRedisLocks(s.inst.Redis, lock.NewProcessID()).New(order.LockName(carol))
+			ok, err := held.TryLock(context.Background(), time.Minute)
+			require.NoError(t, err)
+			require.True(t, ok, "carol's lock was free")
+			t.Cleanup(func() { _ = held.Unlock(context.Background()) })
 
 			w := s.order(alice, open)
 			require.Equal(t, http.StatusCreated, w.Code, "first order; body %s", w.Body)
@@ -166,14 +165,14 @@ func TestStackOrders(t *testing.T) {
 				want            int
 				wantCode        string
 			}{
-				{"same user again", alice, open, 409, codeAlreadyOrdered},
-				{"lock held elsewhere", carol, open, 409, codeInProgress},
+				{"same user again", alice, open, 409, api.CodeAlreadyOrdered},
+				{"lock held elsewhere", carol, open, 409, api.CodeInProgress},
 				{"another user takes the last one", bob, open, 201, ""},
-				{"stock gone", dave, open, 409, codeSoldOut},
-				{"stock zero from the start", dave, empty, 409, codeSoldOut},
-				{"sale not begun", bob, future, 403, codeSaleNotActive},
-				{"sale over", bob, past, 403, codeSaleNotActive},
-				{"no such voucher", bob, open + 1000, 404, codeNotFound},
+				{"stock gone", dave, open, 409, api.CodeSoldOut},
+				{"stock zero from the start", dave, empty, 409, api.CodeSoldOut},
+				{"sale not begun", bob, future, 403, api.CodeSaleNotActive},
+				{"sale over", bob, past, 403, api.CodeSaleNotActive},
+				{"no such voucher", bob, open + 1000, 404, api.CodeNotFound},
 			}
 			for _, st := range steps {
 				w := s.order(st.user, st.voucherID)
@@ -188,16 +187,18 @@ func TestStackOrders(t *testing.T) {
 
 			w = serve(s.h, request{"GET", "/metrics", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code)
-			for result, want := range map[string]float64{
+			c, err := order.ReadCountsText(w.Body)
+			require.NoError(t, err)
+			assert.Equal(t, map[string]float64{
 				order.ResultCreated: 2, order.ResultAlreadyOrdered: 1, order.ResultSoldOut: 2,
-				order.ResultInProgress: 1, order.ResultSaleNotActive: 2, order.ResultError: 0,
-			} {
-				line := fmt.Sprintf("seckill_orders_total{result=%q} %v\n", result, want)
-				assert.Contains(t, w.Body.String(), line, "metrics")
-			}
-			assert.Contains(t, w.Body.String(), "seckill_lock_acquire_seconds_bucket")
-			assert.Contains(t, w.Body.String(), "seckill_lock_lost_total 0\n")
-			assert.Equal(t, 7, strings.Count(w.Body.String(), "\nseckill_orders_total{"), "every result is exported from the start")
+				order.ResultInProgress: 1, order.ResultSaleNotActive: 2, order.ResultError: 0, order.ResultDuplicateByDB: 0,
+			}, c.Orders, "metrics: every result is exported from the start")
+			assert.Zero(t, c.LockLost)
+			lockAcquire, err := s.inst.Registry.Gather()
+			require.NoError(t, err)
+			assert.True(t, slices.ContainsFunc(lockAcquire, func(mf *dto.MetricFamily) bool {
+				return mf.GetName() == order.MetricLockAcquire && mf.GetType() == dto.MetricType_HISTOGRAM
+			}), "%s is a histogram", order.MetricLockAcquire)
 
 			w = serve(s.h, request{"GET", "/readyz", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code, "readyz; body %s", w.Body)
@@ -208,22 +209,15 @@ func TestStackOrders(t *testing.T) {
 // TestStackRedisDown checks that the service fails closed: with Redis gone an order answers
 // 503 unavailable, no order is stored, no stock is taken, and /readyz names redis.
 func TestStackRedisDown(t *testing.T) {
-	ctx := context.Background()
-	// The embedded stores only: the shared real Redis must not be stopped. No retries, so
-	// that the refused dials answer at once.
-	mini := miniredis.RunT(t)
-	client := redis.NewClient(&redis.Options{Addr: mini.Addr(), MaxRetries: -1, DialerRetries: 1})
-	t.Cleanup(func() { _ = client.Close() })
-	db, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{})
-	require.NoError(t, err)
-	s := newStack(t, "embedded", db, testenv.Redis{Name: "embedded", Client: client, Mini: mini})
+	// The embedded stores only: the shared real Redis must not be stopped.
+	s := newStack(t, "embedded", app.StoresConfig{DataDir: t.TempDir()})
 	now := time.Now()
 	v := s.createVoucher(t, 3, now.Add(-time.Hour), now.Add(time.Hour))
-	s.redis.Mini.Close()
+	s.stores.Mini.Close()
 
 	w := s.order(s.users+1, v)
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
-	requireErrorBody(t, w, codeUnavailable)
+	requireErrorBody(t, w, api.CodeUnavailable)
 	assert.Zero(t, s.count(t, "SELECT COUNT(*) FROM voucher_orders"), "orders stored")
 	assert.Equal(t, int64(3), s.count(t, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", v), "stock left")
 
@@ -240,10 +234,8 @@ func TestStackRedisDown(t *testing.T) {
 
 // TestStackDatabaseDown checks the same with the database closed under the service.
 func TestStackDatabaseDown(t *testing.T) {
-	db, err := database.OpenSQLite(context.Background(), t.TempDir(), database.Pool{})
-	require.NoError(t, err)
-	s := newStack(t, "embedded", db, testenv.EmbeddedRedis(t))
-	require.NoError(t, s.db.Close())
+	s := newStack(t, "embedded", app.StoresConfig{DataDir: t.TempDir()})
+	require.NoError(t, s.inst.DB.Close())
 	for _, r := range []request{
 		{"POST", "/api/vouchers", admin, validVoucherBody},
 		{"GET", "/api/vouchers/1", nil, ""},
@@ -251,7 +243,7 @@ func TestStackDatabaseDown(t *testing.T) {
 	} {
 		w := serve(s.h, r)
 		require.Equal(t, http.StatusServiceUnavailable, w.Code, "%s %s; body %s", r.method, r.path, w.Body)
-		requireErrorBody(t, w, codeUnavailable)
+		requireErrorBody(t, w, api.CodeUnavailable)
 	}
 	w := serve(s.h, request{"GET", "/readyz", nil, ""})
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)

@@ -4,22 +4,37 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Results counted by seckill_orders_total.
+// The metrics' names. Readers of the counters (the demo, the load test's verdict, tests) use
+// these and ReadCounts, never their own copies.
 const (
-	ResultCreated         = "created"
-	ResultAlreadyOrdered  = "already_ordered"
-	ResultInProgress      = "order_in_progress"
-	ResultSoldOut         = "sold_out"
-	ResultSaleNotActive   = "sale_not_active"
-	ResultDuplicateByDB   = "duplicate_blocked_by_db"
-	ResultError           = "error"
-	lockAcquired          = "acquired"
-	lockBusy              = "busy"
-	lockError             = "error"
-	metricOrdersTotal     = "seckill_orders_total"
-	metricLockAcquire     = "seckill_lock_acquire_seconds"
-	metricLockLostTotal   = "seckill_lock_lost_total"
-	metricUnlockErrsTotal = "seckill_unlock_errors_total"
+	MetricOrders       = "seckill_orders_total"         // counter by ResultLabel
+	MetricLockAcquire  = "seckill_lock_acquire_seconds" // histogram by ResultLabel: acquired, busy, error
+	MetricLockLost     = "seckill_lock_lost_total"      // counter
+	MetricUnlockErrors = "seckill_unlock_errors_total"  // counter
+	// ResultLabel is the label of MetricOrders and MetricLockAcquire.
+	ResultLabel = "result"
+)
+
+// Results counted by MetricOrders.
+const (
+	ResultCreated        = "created"
+	ResultAlreadyOrdered = "already_ordered"
+	ResultInProgress     = "order_in_progress"
+	ResultSoldOut        = "sold_out"
+	ResultSaleNotActive  = "sale_not_active"
+	ResultDuplicateByDB  = "duplicate_blocked_by_db"
+	ResultError          = "error"
+)
+
+// Results lists every result of MetricOrders, in the order reports show them.
+var Results = []string{ResultCreated, ResultAlreadyOrdered, ResultInProgress, ResultSoldOut,
+	ResultSaleNotActive, ResultDuplicateByDB, ResultError}
+
+// Results of MetricLockAcquire.
+const (
+	lockAcquired = "acquired"
+	lockBusy     = "busy"
+	lockError    = "error"
 )
 
 // Metrics are the order service's Prometheus metrics.
@@ -34,27 +49,26 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: metricOrdersTotal,
+			Name: MetricOrders,
 			Help: "Order attempts by result. duplicate_blocked_by_db counts duplicates that got past the lock and only the unique key stopped.",
-		}, []string{"result"}),
+		}, []string{ResultLabel}),
 		lockAcquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    metricLockAcquire,
+			Name:    MetricLockAcquire,
 			Help:    "Time to try the per-user order lock, by outcome.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
-		}, []string{"result"}),
+		}, []string{ResultLabel}),
 		lockLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: metricLockLostTotal,
+			Name: MetricLockLost,
 			Help: "Unlocks that found the lock no longer ours (expired or taken): the critical section may have been violated.",
 		}),
 		unlockErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: metricUnlockErrsTotal,
+			Name: MetricUnlockErrors,
 			Help: "Unlocks that failed for another reason (the lock is left to expire).",
 		}),
 	}
 	reg.MustRegister(m.orders, m.lockAcquire, m.lockLost, m.unlockErrors)
 	// Every result starts at zero so that a scrape shows the full set.
-	for _, r := range []string{ResultCreated, ResultAlreadyOrdered, ResultInProgress, ResultSoldOut,
-		ResultSaleNotActive, ResultDuplicateByDB, ResultError} {
+	for _, r := range Results {
 		m.orders.WithLabelValues(r)
 	}
 	return m

@@ -40,6 +40,11 @@ type Config struct {
 	// existing-order check and the writes. Zero in production; the demo and load test set a
 	// few milliseconds so that the unguarded race shows reliably.
 	ProcessingDelay time.Duration
+	// Process, if set, replaces ProcessingDelay as the business step inside the critical
+	// section: it runs between the existing-order check and the writes of userID's order and
+	// must return well within LockTTL. The demo sets it to hold a broken guard's window open
+	// until a second request of the same user is inside.
+	Process func(ctx context.Context, userID int64) error
 	// Now is the clock for the sale window; nil means time.Now.
 	Now func() time.Time
 }
@@ -122,7 +127,7 @@ func (s *Service) create(ctx context.Context, userID, voucherID int64) (int64, s
 		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	o := Order{ID: id, UserID: userID, VoucherID: voucherID, Status: StatusUnpaid, CreatedAt: s.cfg.Now().UTC()}
-	err = s.store.Create(ctx, o, s.process)
+	err = s.store.Create(ctx, o, s.process(userID))
 	switch {
 	case err == nil:
 		return id, ResultCreated, nil
@@ -139,8 +144,16 @@ func (s *Service) create(ctx context.Context, userID, voucherID int64) (int64, s
 	}
 }
 
-// process is the simulated business step inside the critical section.
-func (s *Service) process(ctx context.Context) error {
+// process returns the business step inside the critical section of userID's order.
+func (s *Service) process(userID int64) func(context.Context) error {
+	if s.cfg.Process != nil {
+		return func(ctx context.Context) error { return s.cfg.Process(ctx, userID) }
+	}
+	return s.delay
+}
+
+// delay is the simulated business step: ProcessingDelay of waiting.
+func (s *Service) delay(ctx context.Context) error {
 	if s.cfg.ProcessingDelay <= 0 {
 		return nil
 	}

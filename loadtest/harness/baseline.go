@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,7 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/seckill/seckill/migrations"
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
 )
 
 // baselineResult is one baseline measurement.
@@ -54,12 +55,12 @@ func runBaseline(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if _, err := createDatabase(ctx, *dsn); err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", *dsn)
+	db, err := database.OpenMySQL(ctx, *dsn, database.Pool{MaxOpen: slices.Max(workers)})
 	if err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
 	defer db.Close()
-	if _, err := migrations.Up(ctx, db, migrations.MySQL); err != nil {
+	if _, err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
 
@@ -121,10 +122,15 @@ var (
 
 // measureBaseline creates a voucher with more stock than can sell in d, then runs workers
 // goroutines placing orders of distinct users for d.
-func measureBaseline(ctx context.Context, db *sql.DB, workers int, d, delay time.Duration) (baselineResult, error) {
-	db.SetMaxOpenConns(workers)
-	db.SetMaxIdleConns(workers)
-	voucherID, err := baselineVoucher(ctx, db)
+func measureBaseline(ctx context.Context, db *database.DB, workers int, d, delay time.Duration) (baselineResult, error) {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return baselineResult{}, fmt.Errorf("baseline: %w", err)
+	}
+	sqlDB.SetMaxOpenConns(workers)
+	sqlDB.SetMaxIdleConns(workers)
+	st := newBaselineStores(db)
+	voucherID, err := st.voucher(ctx)
 	if err != nil {
 		return baselineResult{}, err
 	}
@@ -146,7 +152,7 @@ func measureBaseline(ctx context.Context, db *sql.DB, workers int, d, delay time
 			var mine []time.Duration
 			for time.Now().Before(deadline) && !failed.Load() && ctx.Err() == nil {
 				t := time.Now()
-				if err := placeOrder(ctx, db, baselineUsers.Add(1), voucherID, baselineIDs.next(), delay); err != nil {
+				if err := st.place(ctx, baselineUsers.Add(1), voucherID, baselineIDs.next(), delay); err != nil {
 					mu.Lock()
 					firstErr = cmpOr(firstErr, err)
 					mu.Unlock()
@@ -189,73 +195,57 @@ func cmpOr(a, b error) error {
 	return b
 }
 
-func baselineVoucher(ctx context.Context, db *sql.DB) (int64, error) {
+// baselineStores are the service's own stores: the baseline measures the statements the
+// service sends because it sends them through the same code.
+type baselineStores struct {
+	vouchers *voucher.Store
+	orders   *order.SQLStore
+}
+
+func newBaselineStores(db *database.DB) baselineStores {
+	return baselineStores{vouchers: voucher.NewStore(db.DB), orders: order.NewSQLStore(db)}
+}
+
+// voucher creates a voucher on sale with more stock than any measurement sells.
+func (s baselineStores) voucher(ctx context.Context) (int64, error) {
 	now := time.Now().UTC()
-	res, err := db.ExecContext(ctx, "INSERT INTO vouchers (title, created_at, updated_at) VALUES (?, ?, ?)",
-		"db baseline "+now.Format(time.RFC3339), now, now)
+	v, err := s.vouchers.Create(ctx, voucher.Voucher{Title: "db baseline " + now.Format(time.RFC3339),
+		Stock: 1 << 30, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour)})
 	if err != nil {
-		return 0, fmt.Errorf("baseline: voucher: %w", err)
+		return 0, fmt.Errorf("baseline: %w", err)
 	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return 0, fmt.Errorf("baseline: voucher: %w", err)
-	}
-	_, err = db.ExecContext(ctx, `INSERT INTO seckill_vouchers (voucher_id, stock, begin_time, end_time, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, id, 1<<30, now.Add(-time.Minute), now.Add(time.Hour), now, now)
-	if err != nil {
-		return 0, fmt.Errorf("baseline: seckill voucher: %w", err)
-	}
-	return id, nil
+	return v.ID, nil
 }
 
 var errBaselineRefused = errors.New("baseline: order refused")
 
-// placeOrder is the service's database work for one order (internal/voucher Store.Get, then
-// internal/order SQLStore.Create on MySQL), written out with database/sql: read the voucher,
-// then one transaction — existing-order check, optional delay, conditional stock decrement,
-// insert.
-func placeOrder(ctx context.Context, db *sql.DB, userID, voucherID, orderID int64, delay time.Duration) error {
-	var stock int
-	var begin, end time.Time
-	err := db.QueryRowContext(ctx, `SELECT s.stock, s.begin_time, s.end_time FROM vouchers v
-		JOIN seckill_vouchers s ON s.voucher_id = v.id WHERE v.id = ? LIMIT 1`, voucherID).Scan(&stock, &begin, &end)
-	if err != nil {
+// place is the service's database work for one order: voucher.Store.Get, then
+// order.SQLStore.Create with delay as the business step inside the transaction. An order the
+// service would refuse (already ordered, sold out) returns an error wrapping
+// errBaselineRefused: the baseline's users and stock are sized so that none is.
+func (s baselineStores) place(ctx context.Context, userID, voucherID, orderID int64, delay time.Duration) error {
+	if _, err := s.vouchers.Get(ctx, voucherID); err != nil {
 		return fmt.Errorf("load voucher: %w", err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // after Commit it is a no-op
-	var n int64
-	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM voucher_orders WHERE user_id = ? AND voucher_id = ?", userID, voucherID).Scan(&n); err != nil {
-		return fmt.Errorf("check existing order: %w", err)
-	}
-	if n > 0 {
-		return fmt.Errorf("%w: user %d already ordered", errBaselineRefused, userID)
-	}
-	if delay > 0 {
+	o := order.Order{ID: orderID, UserID: userID, VoucherID: voucherID, Status: order.StatusUnpaid, CreatedAt: time.Now().UTC()}
+	err := s.orders.Create(ctx, o, func(ctx context.Context) error {
+		if delay <= 0 {
+			return nil
+		}
+		t := time.NewTimer(delay)
+		defer t.Stop()
 		select {
-		case <-time.After(delay):
+		case <-t.C:
+			return nil
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}
-	now := time.Now().UTC()
-	res, err := tx.ExecContext(ctx, "UPDATE seckill_vouchers SET stock = stock - 1, updated_at = ? WHERE voucher_id = ? AND stock > 0", now, voucherID)
-	if err != nil {
-		return fmt.Errorf("take stock: %w", err)
-	}
-	if rows, err := res.RowsAffected(); err != nil || rows == 0 {
-		return fmt.Errorf("%w: sold out (%v)", errBaselineRefused, err)
-	}
-	_, err = tx.ExecContext(ctx, "INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-		orderID, userID, voucherID, 1, now, now)
-	if err != nil {
-		return fmt.Errorf("insert order: %w", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	})
+	switch {
+	case errors.Is(err, order.ErrAlreadyOrdered), errors.Is(err, order.ErrSoldOut), errors.Is(err, order.ErrDuplicate):
+		return fmt.Errorf("%w: user %d: %w", errBaselineRefused, userID, err)
+	case err != nil:
+		return fmt.Errorf("place order: %w", err)
 	}
 	return nil
 }

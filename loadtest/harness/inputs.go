@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 )
@@ -101,37 +100,4 @@ func readOrdersFile(path string) ([]k6Order, error) {
 	}
 	defer f.Close()
 	return readOrders(f)
-}
-
-var ordersTotalLine = regexp.MustCompile(`^seckill_orders_total\{([^}]*)\}\s+(\S+)`)
-var resultLabel = regexp.MustCompile(`(?:^|,)\s*result="([^"]*)"`)
-
-// ordersByResult sums seckill_orders_total by its result label from a Prometheus text
-// exposition.
-func ordersByResult(r io.Reader) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		m := ordersTotalLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		lm := resultLabel.FindStringSubmatch(m[1])
-		if lm == nil {
-			continue
-		}
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: %q: %w", sc.Text(), err)
-		}
-		out[lm[1]] += v
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("metrics: no seckill_orders_total series")
-	}
-	return out, nil
 }

@@ -54,25 +54,6 @@ func TestReadOrders(t *testing.T) {
 	}
 }
 
-func TestOrdersByResult(t *testing.T) {
-	const exposition = `# HELP seckill_orders_total Order attempts by result.
-# TYPE seckill_orders_total counter
-seckill_orders_total{result="already_ordered"} 120
-seckill_orders_total{result="created"} 1200
-seckill_orders_total{instance="a",result="duplicate_blocked_by_db"} 3
-seckill_orders_total{result="error"} 0
-seckill_lock_lost_total 0
-seckill_lock_acquire_seconds_bucket{result="acquired",le="0.001"} 5
-`
-	got, err := ordersByResult(strings.NewReader(exposition))
-	require.NoError(t, err)
-	want := map[string]float64{"already_ordered": 120, "created": 1200, "duplicate_blocked_by_db": 3, "error": 0}
-	assert.Equal(t, want, got)
-
-	_, err = ordersByResult(strings.NewReader("seckill_lock_lost_total 0\n"))
-	require.Error(t, err, "an exposition without seckill_orders_total must not read as zero duplicates")
-}
-
 func TestReadSummary(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {

@@ -2,18 +2,18 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // database/sql driver "mysql"
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/verdict"
 )
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -40,31 +40,26 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	db, err := sql.Open("mysql", *dsn)
+	db, err := database.OpenMySQL(ctx, *dsn, database.Pool{MaxOpen: 2})
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
 	defer db.Close()
 
-	f := facts{Lock: summary.Lock}
-	if err := dbFacts(ctx, db, summary.Vouchers, orders, &f); err != nil {
+	rep := report{Lock: summary.Lock, Facts: verdict.Facts{Client: "k6", Counts: order.Counts{Orders: map[string]float64{}}}}
+	if err := dbFacts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
 		return err
 	}
-	f.Metrics = map[string]float64{}
 	for _, u := range urls {
-		m, err := scrape(ctx, u)
+		c, err := scrape(ctx, u)
 		if err != nil {
 			return err
 		}
-		var total float64
-		for k, v := range m {
-			f.Metrics[k] += v
-			total += v
-		}
-		f.PerInstance = append(f.PerInstance, total)
-		f.Instances++
+		rep.Counts = rep.Counts.Add(c)
+		rep.PerInstance = append(rep.PerInstance, c.Total())
+		rep.Instances++
 	}
-	if !printVerdict(stdout, f, evaluate(f), *expectFailure) {
+	if !printVerdict(stdout, rep, verdict.Evaluate(rep.Facts), *expectFailure) {
 		return errors.New("verify: verdict FAIL")
 	}
 	return nil
@@ -90,111 +85,42 @@ func instanceURLs(list, file string) ([]string, error) {
 	return urls, nil
 }
 
-func scrape(ctx context.Context, base string) (map[string]float64, error) {
+// scrape reads an instance's order counters from its /metrics.
+func scrape(ctx context.Context, base string) (order.Counts, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", base, err)
+		return order.Counts{}, fmt.Errorf("scrape %s: %w", base, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", base, err)
+		return order.Counts{}, fmt.Errorf("scrape %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: status %s", base, resp.Status)
+		return order.Counts{}, fmt.Errorf("scrape %s: status %s", base, resp.Status)
 	}
-	m, err := ordersByResult(resp.Body)
+	c, err := order.ReadCountsText(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", base, err)
+		return order.Counts{}, fmt.Errorf("scrape %s: %w", base, err)
 	}
-	return m, nil
+	return c, nil
 }
 
 // dbFacts reads the run's vouchers and orders from the database and compares them with what
 // k6 saw.
-func dbFacts(ctx context.Context, db *sql.DB, vouchers []k6Voucher, orders []k6Order, f *facts) error {
-	ids := make([]any, 0, len(vouchers))
+func dbFacts(ctx context.Context, db *database.DB, vouchers []k6Voucher, orders []k6Order, f *verdict.Facts) error {
+	run := make([]verdict.Voucher, 0, len(vouchers))
 	for _, v := range vouchers {
-		vf := voucherFacts{k6Voucher: v}
-		err := db.QueryRowContext(ctx, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", v.ID).Scan(&vf.StockLeft)
-		if err != nil {
-			return fmt.Errorf("verify: stock of voucher %d: %w", v.ID, err)
-		}
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM voucher_orders WHERE voucher_id = ?", v.ID).Scan(&vf.Orders); err != nil {
-			return fmt.Errorf("verify: orders of voucher %d: %w", v.ID, err)
-		}
-		f.Vouchers = append(f.Vouchers, vf)
-		ids = append(ids, v.ID)
+		run = append(run, verdict.Voucher{Scenario: v.Scenario, ID: v.ID, Stock: v.Stock})
 	}
-	in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
-
-	err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM (
-		SELECT user_id, voucher_id FROM voucher_orders WHERE voucher_id IN `+in+`
-		GROUP BY user_id, voucher_id HAVING COUNT(*) > 1) d`, ids...).Scan(&f.DuplicateGroups)
-	if err != nil {
-		return fmt.Errorf("verify: duplicate rows: %w", err)
-	}
-	var uk int
-	err = db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.statistics
-		WHERE table_schema = DATABASE() AND table_name = 'voucher_orders'
-		AND index_name = 'uk_user_voucher' AND non_unique = 0`).Scan(&uk)
-	if err != nil {
-		return fmt.Errorf("verify: unique key: %w", err)
-	}
-	f.UniqueKey = uk > 0
-
-	rows, err := db.QueryContext(ctx, "SELECT id, user_id, voucher_id FROM voucher_orders WHERE voucher_id IN "+in, ids...)
-	if err != nil {
-		return fmt.Errorf("verify: orders: %w", err)
-	}
-	defer rows.Close()
-	inDB := map[string]orderOwner{}
-	for rows.Next() {
-		var id uint64
-		var o orderOwner
-		if err := rows.Scan(&id, &o.user, &o.voucher); err != nil {
-			return fmt.Errorf("verify: orders: %w", err)
-		}
-		inDB[strconv.FormatUint(id, 10)] = o
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("verify: orders: %w", err)
-	}
-	compareOrders(orders, inDB, f)
-	return nil
-}
-
-// orderOwner is who a voucher_orders row belongs to.
-type orderOwner struct{ user, voucher int64 }
-
-// compareOrders checks every 201 that k6 logged against the rows of the run's vouchers
-// (inDB, keyed by decimal order id), and counts the rows that k6 never saw answered.
-func compareOrders(orders []k6Order, inDB map[string]orderOwner, f *facts) {
-	type pair struct{ user, voucher int64 }
-	perUser := map[pair]int{}
-	logged := make(map[string]bool, len(orders))
-	f.Orders201 = len(orders)
+	answered := make([]verdict.Answered, 0, len(orders))
 	for _, o := range orders {
-		perUser[pair{o.User, o.Voucher}]++
-		logged[o.ID] = true
-		row, ok := inDB[o.ID]
-		switch {
-		case !ok:
-			f.Missing201++
-		case row.user != o.User || row.voucher != o.Voucher:
-			f.WrongOwner201++
-		}
+		answered = append(answered, verdict.Answered{ID: o.ID, User: o.User, Voucher: o.Voucher})
 	}
-	for _, n := range perUser {
-		if n > 1 {
-			f.Repeated201++
-		}
+	if err := verdict.ReadDB(ctx, db, run, answered, f); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
-	for id := range inDB {
-		if !logged[id] {
-			f.Unanswered++
-		}
-	}
+	return nil
 }

@@ -1,0 +1,23 @@
+package api
+
+// What the external tests (package api_test, which builds real stacks through internal/app
+// and so cannot be package api) need of the package's unexported names.
+const (
+	CodeInvalidArgument  = codeInvalidArgument
+	CodeUnauthenticated  = codeUnauthenticated
+	CodeForbidden        = codeForbidden
+	CodeSaleNotActive    = codeSaleNotActive
+	CodeNotFound         = codeNotFound
+	CodeMethodNotAllowed = codeMethodNotAllowed
+	CodeAlreadyOrdered   = codeAlreadyOrdered
+	CodeInProgress       = codeInProgress
+	CodeSoldOut          = codeSoldOut
+	CodeTooLarge         = codeTooLarge
+	CodeUnavailable      = codeUnavailable
+	CodeInternal         = codeInternal
+)
+
+type (
+	ErrorBody       = errorBody
+	VoucherResponse = voucherResponse
+)

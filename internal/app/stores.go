@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/database"
+)
+
+// StoresConfig says where the data lives: both MySQLDSN and RedisAddr set (the real stores),
+// or both empty (embedded ones).
+type StoresConfig struct {
+	MySQLDSN  string // go-sql-driver DSN of MySQL/MariaDB
+	RedisAddr string // host:port of Redis
+	DataDir   string // the embedded database's directory; empty: a new temporary one
+}
+
+// ErrHalfEmbedded is returned by OpenStores when only one of the real stores is configured.
+// Instances that share MySQL but each run their own Redis share neither the lock nor the
+// order-id counter: the guard excludes nothing across them and order ids repeat.
+var ErrHalfEmbedded = errors.New("app: MySQL and Redis must both be configured or both be embedded")
+
+// Stores are the database and Redis that instances share: the configured MySQL/MariaDB and
+// Redis, or an embedded SQLite database and Redis server that this process runs.
+type Stores struct {
+	// Embedded reports whether the stores live in this process.
+	Embedded bool
+	// Mini is the embedded Redis server; nil for a real one.
+	Mini      *miniredis.Miniredis
+	mysqlDSN  string
+	redisAddr string
+	dataDir   string
+	cleanup   func()
+}
+
+// OpenStores returns the real stores when cfg names both, and otherwise starts the embedded
+// ones: a Redis server on loopback and a SQLite database in cfg.DataDir, migrated. It returns
+// ErrHalfEmbedded when cfg names only one. Close stops what it started.
+func OpenStores(ctx context.Context, cfg StoresConfig) (*Stores, error) {
+	switch {
+	case cfg.MySQLDSN != "" && cfg.RedisAddr != "":
+		return &Stores{mysqlDSN: cfg.MySQLDSN, redisAddr: cfg.RedisAddr, cleanup: func() {}}, nil
+	case cfg.MySQLDSN != "" || cfg.RedisAddr != "":
+		return nil, ErrHalfEmbedded
+	}
+	s := &Stores{Embedded: true, dataDir: cfg.DataDir, cleanup: func() {}}
+	if s.dataDir == "" {
+		dir, err := os.MkdirTemp("", "seckill-")
+		if err != nil {
+			return nil, fmt.Errorf("embedded database dir: %w", err)
+		}
+		s.dataDir, s.cleanup = dir, func() { _ = os.RemoveAll(dir) }
+	}
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		s.cleanup()
+		return nil, fmt.Errorf("start embedded redis: %w", err)
+	}
+	s.Mini, s.redisAddr = m, m.Addr()
+	removeDir := s.cleanup
+	s.cleanup = func() { m.Close(); removeDir() }
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// migrate brings the embedded database's schema up to date; a real database is migrated
+// only by `seckill migrate`.
+func (s *Stores) migrate(ctx context.Context) error {
+	db, err := s.OpenDB(ctx, database.Pool{MaxOpen: 1})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Migrate(ctx)
+	return err
+}
+
+// String says where the data lives.
+func (s *Stores) String() string {
+	if s.Embedded {
+		return "embedded SQLite in " + s.dataDir + " + embedded Redis (miniredis) at " + s.redisAddr
+	}
+	return "MySQL/MariaDB + Redis at " + s.redisAddr
+}
+
+// OpenDB opens a new connection pool to the database.
+func (s *Stores) OpenDB(ctx context.Context, pool database.Pool) (*database.DB, error) {
+	if s.Embedded {
+		return database.OpenSQLite(ctx, s.dataDir, pool)
+	}
+	return database.OpenMySQL(ctx, s.mysqlDSN, pool)
+}
+
+// OpenRedis returns a new client, with its own pool, to the Redis server.
+func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
+	return redis.NewClient(&redis.Options{Addr: s.redisAddr, PoolSize: poolSize})
+}
+
+// Close stops the embedded stores and removes a temporary database directory.
+func (s *Stores) Close() { s.cleanup() }

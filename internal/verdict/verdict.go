@@ -1,0 +1,126 @@
+// Package verdict decides what a storm of orders showed. It turns what the database holds,
+// what the clients were answered and what the instances counted into checks of two kinds:
+// guard signals, which fail when a duplicate order or an oversell got past the per-user guard,
+// and integrity checks, which must hold whatever the guard because the database enforces them
+// or the judging depends on them. `seckill demo` and the load test's harness both judge here.
+package verdict
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/seckill/seckill/internal/order"
+)
+
+// Kind says what a failed check means.
+type Kind int
+
+const (
+	// GuardSignal fails when a duplicate got past the guard, or stock was oversold.
+	GuardSignal Kind = iota
+	// Integrity must hold in every run; a failure is a bug of the service or of the judging.
+	Integrity
+)
+
+// Check is one line of a verdict.
+type Check struct {
+	Name, Want, Got string
+	OK              bool
+	Kind            Kind
+}
+
+// Voucher is what the database says about one voucher of the run.
+type Voucher struct {
+	Scenario  string // what the voucher was for: a k6 scenario, a demo guard
+	ID        int64
+	Stock     int64 // initial stock, as the client created it (the database knows only what is left)
+	StockLeft int64 // seckill_vouchers.stock now
+	Orders    int64 // rows in voucher_orders
+}
+
+// Oversold is how far the orders went past the stock, or the stock below zero.
+func (v Voucher) Oversold() int64 { return max(v.Orders-v.Stock, -v.StockLeft, 0) }
+
+// Facts is everything a verdict is computed from.
+type Facts struct {
+	Client          string // who placed the orders and logged every 201: "k6", "the demo"
+	Vouchers        []Voucher
+	UniqueKey       bool         // uk_user_voucher exists and is unique
+	DuplicateGroups int64        // (user_id, voucher_id) pairs with more than one row
+	Orders201       int          // 201 answers the client logged
+	Missing201      int          // of those, ids absent from voucher_orders
+	WrongOwner201   int          // of those, ids present with another user or voucher
+	Repeated201     int          // (user, voucher) pairs answered 201 more than once
+	Unanswered      int64        // rows of the run's vouchers whose id the client never saw answered 201
+	Instances       int          // instances whose counters were read
+	Counts          order.Counts // the order counters, summed over the instances
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Evaluate turns facts into checks. It does no I/O, so that tests can feed it any facts.
+func Evaluate(f Facts) []Check {
+	var cs []Check
+	add := func(k Kind, name, want, got string, ok bool) {
+		cs = append(cs, Check{Name: name, Want: want, Got: got, OK: ok, Kind: k})
+	}
+	for _, v := range f.Vouchers {
+		p := fmt.Sprintf("%s voucher %d: ", v.Scenario, v.ID)
+		add(GuardSignal, p+"orders <= initial stock", "<= "+itoa(v.Stock), itoa(v.Orders), v.Orders <= v.Stock)
+		add(GuardSignal, p+"stock left >= 0", ">= 0", itoa(v.StockLeft), v.StockLeft >= 0)
+		add(Integrity, p+"initial stock - stock left = orders", itoa(v.Orders), itoa(v.Stock-v.StockLeft), v.Stock-v.StockLeft == v.Orders)
+	}
+	add(GuardSignal, "duplicate (user_id, voucher_id) rows", "0", itoa(f.DuplicateGroups), f.DuplicateGroups == 0)
+	add(GuardSignal, "users answered 201 twice for one voucher", "0", strconv.Itoa(f.Repeated201), f.Repeated201 == 0)
+	dup := f.Counts.Orders[order.ResultDuplicateByDB]
+	add(GuardSignal, fmt.Sprintf("%s (sum of %d instances)", order.ResultDuplicateByDB, f.Instances), "0", FormatFloat(dup), dup == 0)
+	add(GuardSignal, fmt.Sprintf("%s (sum of %d instances)", order.MetricLockLost, f.Instances), "0", FormatFloat(f.Counts.LockLost), f.Counts.LockLost == 0)
+	add(Integrity, "uk_user_voucher unique key present", "yes", yesNo(f.UniqueKey), f.UniqueKey)
+	add(Integrity, f.Client+" saw orders answered 201", "> 0", strconv.Itoa(f.Orders201), f.Orders201 > 0)
+	add(Integrity, "201 orderIds missing from voucher_orders", "0", strconv.Itoa(f.Missing201), f.Missing201 == 0)
+	add(Integrity, "201 orderIds with another user or voucher", "0", strconv.Itoa(f.WrongOwner201), f.WrongOwner201 == 0)
+	add(Integrity, "orders in the database "+f.Client+" never saw answered 201", "0", itoa(f.Unanswered), f.Unanswered == 0)
+	add(Integrity, "instances' /metrics read", ">= 1", strconv.Itoa(f.Instances), f.Instances >= 1)
+	return cs
+}
+
+// Failed lists the failed checks of kind k as "name = got".
+func Failed(cs []Check, k Kind) []string {
+	var out []string
+	for _, c := range cs {
+		if !c.OK && c.Kind == k {
+			out = append(out, c.Name+" = "+c.Got)
+		}
+	}
+	return out
+}
+
+// Judge reports whether the run is a success. Normally that means every check passed. With
+// expectFailure (a broken guard under test) it means the broken guard was caught — at least
+// one guard signal failed — while every integrity check still held.
+func Judge(cs []Check, expectFailure bool) (ok bool, msg string) {
+	guard, integrity := Failed(cs, GuardSignal), Failed(cs, Integrity)
+	switch {
+	case len(integrity) > 0:
+		return false, "FAIL: integrity broken: " + strings.Join(integrity, "; ")
+	case !expectFailure && len(guard) == 0:
+		return true, "PASS: no duplicate order, no oversell, every 201 is in the database"
+	case !expectFailure:
+		return false, "FAIL: the guard let duplicates through: " + strings.Join(guard, "; ")
+	case len(guard) > 0:
+		return true, "PASS (failure expected and detected): " + strings.Join(guard, "; ")
+	default:
+		return false, "FAIL: a broken guard was under test but no duplicate was detected — the harness would not have noticed"
+	}
+}
+
+// FormatFloat prints a count without a needless fraction.
+func FormatFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
