@@ -30,7 +30,8 @@ type Config struct {
 	AdminToken string
 	// Lock names the per-user guard: a key of LockKinds.
 	Lock string
-	// Order tunes the order service; Order.LockTTL is also the lease of the watchdog guards.
+	// Order tunes the order service; Order.LockTTL is the lease every guard's TryLock gets
+	// (the watchdog guards renew it every LockTTL/3).
 	Order order.Config
 	// DBPool sizes the instance's database pool; zero fields take 32.
 	DBPool database.Pool
