@@ -47,3 +47,12 @@ type Lock interface {
 	// untouched.
 	Unlock(ctx context.Context) error
 }
+
+// Fenced is implemented by locks that hand their holder a fencing token, increasing with
+// every grant of the name (Kleppmann's fencing token): a store that remembers the largest
+// token it has seen for the name can refuse the writes of a holder whose lock has since
+// passed to another.
+type Fenced interface {
+	// Token returns the calling holder's token, or 0 when it holds nothing.
+	Token() int64
+}

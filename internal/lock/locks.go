@@ -56,4 +56,7 @@ var (
 	_ Lock = (*ReentrantLock)(nil)
 	_ Lock = (*FairLock)(nil)
 	_ Lock = (*LocalRemoteLock)(nil)
+	_ Lock = (*ZooKeeperLock)(nil)
+
+	_ Fenced = (*ZooKeeperLock)(nil)
 )

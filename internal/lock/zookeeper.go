@@ -1,0 +1,235 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Defaults for ZooKeeperOptions fields left zero.
+const (
+	// DefaultZooKeeperSessionTimeout is the session timeout a ZooKeeperClient asks for: how
+	// long the server keeps the session, and with it the lock nodes, of a client it no longer
+	// hears from.
+	DefaultZooKeeperSessionTimeout = 10 * time.Second
+	// DefaultZooKeeperRoot is the node under which each lock name has its parent node.
+	DefaultZooKeeperRoot = "/seckill/locks"
+)
+
+// ZooKeeperOptions configures a ZooKeeperClient. The zero value is usable.
+type ZooKeeperOptions struct {
+	// Process identifies this process in the owner written into lock nodes; NewProcessID()
+	// when empty. Two processes must never share one.
+	Process string
+	// SessionTimeout is the session timeout asked of the server, which bounds it (by default
+	// between 2 and 20 ticks; 4 s to 60 s on the server scripts/services.sh runs).
+	// It also bounds every single ZooKeeper call. DefaultZooKeeperSessionTimeout when zero.
+	// Keep it within the server's bounds: a server that lowers it would expire the session
+	// sooner than the client reckons when it decides the holds are lost.
+	SessionTimeout time.Duration
+	// Root is the node under which lock name n has its parent node Root/n (n path-escaped).
+	// DefaultZooKeeperRoot when empty.
+	Root string
+	// Logger receives go-zookeeper's messages (connections made and lost); nil discards them.
+	Logger *slog.Logger
+}
+
+// ZooKeeperClient owns one ZooKeeper session and the holds of the locks taken in it. Make
+// one per process (or service instance) and Close it at shutdown: closing the session
+// deletes its lock nodes, so the locks it held pass on at once.
+type ZooKeeperClient struct {
+	conn    *zk.Conn
+	addrs   []string
+	process string
+	root    string
+	timeout time.Duration
+	acl     []zk.ACL
+	sess    *zkSession
+
+	lastRead atomic.Int64 // unix nanoseconds of the last bytes received from the server
+
+	mu     sync.Mutex // guards closed and adding to wg
+	closed bool
+	done   chan struct{} // closed by Close
+	wg     sync.WaitGroup
+
+	hooks zkHooks
+}
+
+// zkHooks lets the package's tests reach inside a ZooKeeperClient. All nil outside tests.
+type zkHooks struct {
+	// dial replaces net.DialTimeout for the connections to the servers.
+	dial func(network, addr string, timeout time.Duration) (net.Conn, error)
+	// created sees, and may replace, the result of every create of a lock node: a test
+	// "loses" the reply of a create the server did.
+	created func(path string, err error) (string, error)
+	// watching reports a waiter (its node) setting its watch on its predecessor.
+	watching func(node, predecessor string)
+	// woke reports a waiter's watch firing.
+	woke func(node string, ev zk.Event)
+}
+
+// NewZooKeeperClient connects to the ZooKeeper ensemble at addrs (host:port) and waits until
+// it has a session, or until ctx ends: an unreachable or wrong address fails here, with the
+// addresses in the error, rather than at the first lock.
+func NewZooKeeperClient(ctx context.Context, addrs []string, opts ZooKeeperOptions) (*ZooKeeperClient, error) {
+	return newZooKeeperClient(ctx, addrs, opts, zkHooks{})
+}
+
+func newZooKeeperClient(ctx context.Context, addrs []string, opts ZooKeeperOptions, hooks zkHooks) (*ZooKeeperClient, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("zookeeper: no server address")
+	}
+	if opts.Process == "" {
+		opts.Process = NewProcessID()
+	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = DefaultZooKeeperSessionTimeout
+	}
+	if opts.Root == "" {
+		opts.Root = DefaultZooKeeperRoot
+	}
+	opts.Root = "/" + strings.Trim(opts.Root, "/")
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	c := &ZooKeeperClient{
+		addrs:   append([]string(nil), addrs...),
+		process: opts.Process,
+		root:    opts.Root,
+		timeout: opts.SessionTimeout,
+		acl:     zk.WorldACL(zk.PermAll),
+		done:    make(chan struct{}),
+		hooks:   hooks,
+	}
+	c.lastRead.Store(time.Now().UnixNano())
+	c.sess = newZKSession(opts.SessionTimeout,
+		func() time.Time { return time.Unix(0, c.lastRead.Load()) },
+		func(paths []string) {
+			for _, p := range paths {
+				c.removeLater(&zkNode{path: p})
+			}
+		})
+
+	// The event callback, unlike the event channel go-zookeeper also offers, never drops an
+	// event (the channel's buffer holds six, and a full one discards silently). It runs on
+	// the connection's goroutine and must not block; the one wait below ends as soon as
+	// Connect has returned.
+	established := make(chan struct{})
+	var once sync.Once
+	ready := make(chan struct{})
+	var conn *zk.Conn
+	callback := func(ev zk.Event) {
+		if ev.Type != zk.EventSession {
+			return
+		}
+		var id int64
+		if ev.State == zk.StateHasSession {
+			<-ready
+			id = conn.SessionID()
+			once.Do(func() { close(established) })
+		}
+		c.sess.event(ev.State, id)
+	}
+	dial := net.DialTimeout
+	if hooks.dial != nil {
+		dial = hooks.dial
+	}
+	conn, _, err := zk.Connect(c.addrs, opts.SessionTimeout,
+		zk.WithDialer(func(network, addr string, timeout time.Duration) (net.Conn, error) {
+			nc, err := dial(network, addr, timeout)
+			if err != nil {
+				return nil, err
+			}
+			return &zkReadClock{Conn: nc, last: &c.lastRead}, nil
+		}),
+		zk.WithEventCallback(callback),
+		zk.WithLogger(zkLogger{logger}),
+		zk.WithLogInfo(false))
+	close(ready)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(addrs, ","), err)
+	}
+	c.conn = conn
+
+	timer := time.NewTimer(opts.SessionTimeout)
+	defer timer.Stop()
+	select {
+	case <-established:
+		return c, nil
+	case <-timer.C:
+		err = fmt.Errorf("no session within %s (is ZooKeeper running there?)", opts.SessionTimeout)
+	case <-ctx.Done():
+		err = fmt.Errorf("no session before the context ended (is ZooKeeper running there?): %w", ctx.Err())
+	}
+	c.sess.close()
+	conn.Close()
+	return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(addrs, ","), err)
+}
+
+// Process returns the process id written into this client's lock nodes.
+func (c *ZooKeeperClient) Process() string { return c.process }
+
+// Close ends every hold (their Lost channels close), closes the session, which deletes its
+// lock nodes at once, and waits for the client's goroutines. The client's locks then return
+// ErrClosed.
+func (c *ZooKeeperClient) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	close(c.done)
+	c.mu.Unlock()
+	c.sess.close()
+	c.conn.Close()
+	c.wg.Wait()
+	return nil
+}
+
+// spawn runs f on a goroutine that Close waits for; it reports false, and runs nothing, once
+// the client is closed.
+func (c *ZooKeeperClient) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// zkReadClock records when bytes last arrived from the server (see zkSession).
+type zkReadClock struct {
+	net.Conn
+	last *atomic.Int64
+}
+
+func (r *zkReadClock) Read(b []byte) (int, error) {
+	n, err := r.Conn.Read(b)
+	if n > 0 {
+		r.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
+
+// zkLogger hands go-zookeeper's log lines to slog.
+type zkLogger struct{ l *slog.Logger }
+
+func (z zkLogger) Printf(format string, args ...any) {
+	z.l.Info(fmt.Sprintf(format, args...), "component", "zookeeper")
+}
