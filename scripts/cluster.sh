@@ -95,7 +95,7 @@ nginx_bin() { command -v nginx 2>/dev/null || echo /usr/sbin/nginx; }
 instance_port() { echo $((BASE_PORT + $1 - 1)); }
 
 cmd_up() {
-	local i port n
+	local i port n params
 	mkdir -p "$RUN_DIR"
 	for ((i = 1; i <= INSTANCES; i++)); do
 		alive "$RUN_DIR/seckill-$i.pid" bin/seckill && die "instance $i already runs; scripts/cluster.sh down first"
@@ -143,14 +143,14 @@ cmd_up() {
 	# nginx: the shared config, listening on loopback only, with this topology's upstream.
 	n=$RUN_DIR/nginx
 	mkdir -p "$n/conf" "$n/logs"
-	sed 's/^\([[:space:]]*\)listen 8080;/\1listen 127.0.0.1:8080;/' "$ROOT/deploy/nginx/nginx.conf" >"$n/conf/nginx.conf"
-	grep -q 'listen 127.0.0.1:8080;' "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'listen 8080;' line to pin to loopback"
+	sed 's/^\([[:space:]]*\)listen 8080\([ ;]\)/\1listen 127.0.0.1:8080\2/' "$ROOT/deploy/nginx/nginx.conf" >"$n/conf/nginx.conf"
+	grep -q 'listen 127.0.0.1:8080[ ;]' "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'listen 8080' line to pin to loopback"
+	# The server lines' parameters (max_fails=0) are those of deploy/nginx/upstream.conf.
+	params=$(sed -n 's/^[[:space:]]*server[[:space:]]\{1,\}[^[:space:];]\{1,\}\([^;]*\);.*/\1/p' "$ROOT/deploy/nginx/upstream.conf" | head -n 1)
+	[[ -n $params ]] || die "deploy/nginx/upstream.conf has no 'server ADDRESS PARAMETERS;' line"
 	{
-		echo "# written by scripts/cluster.sh up"
-		echo "upstream seckill {"
-		for ((i = 1; i <= INSTANCES; i++)); do echo "    server 127.0.0.1:$(instance_port "$i");"; done
-		echo "    keepalive 64;"
-		echo "}"
+		echo "# written by scripts/cluster.sh up; included in the upstream block of nginx.conf"
+		for ((i = 1; i <= INSTANCES; i++)); do echo "server 127.0.0.1:$(instance_port "$i")$params;"; done
 	} >"$n/conf/upstream.conf"
 	local nginx_args=(-p "$n/" -c conf/nginx.conf -e logs/error.log -g "daemon off; pid $n/nginx.pid;")
 	"$(nginx_bin)" -t -q "${nginx_args[@]}" || die "nginx config test failed"

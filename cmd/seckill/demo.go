@@ -115,7 +115,7 @@ func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app
 			return nil, err
 		}
 		c.instances = append(c.instances, inst)
-		addr, err := c.serve(inst.Handler)
+		addr, err := c.serve(inst.Handler, cfg.Order.LockTTL)
 		if err != nil {
 			c.stop()
 			return nil, err
@@ -130,7 +130,7 @@ func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app
 		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute},
 	}
-	addr, err := c.serve(proxy)
+	addr, err := c.serve(proxy, cfg.Order.LockTTL)
 	if err != nil {
 		c.stop()
 		return nil, err
@@ -139,12 +139,12 @@ func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app
 	return c, nil
 }
 
-func (c *cluster) serve(h http.Handler) (string, error) {
+func (c *cluster) serve(h http.Handler, lockTTL time.Duration) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := newHTTPServer(h, lockTTL)
 	c.servers = append(c.servers, srv)
 	go func() { _ = srv.Serve(ln) }()
 	return ln.Addr().String(), nil

@@ -16,6 +16,47 @@ import (
 // shutdownGrace bounds how long in-flight orders get to finish and release their locks.
 const shutdownGrace = 15 * time.Second
 
+// The HTTP server's limits. Every request of this API is a few hundred bytes of headers and
+// at most a 64 KiB body (the admin API's JSON; the order endpoint takes none), and behind
+// nginx a request arrives in one piece: nginx reads the whole request before it opens the
+// upstream request.
+const (
+	// readHeaderTimeout bounds a client that sends its headers slowly (slowloris).
+	readHeaderTimeout = 2 * time.Second
+	// readTimeout bounds reading the whole request, headers and body. Without it a client
+	// that trickles a body holds its connection and goroutine for as long as it likes, and
+	// holds back the answer too: net/http reads what a handler left of a body (up to
+	// 256 KiB) before it writes the response, to keep the connection usable. It does not
+	// bound the handler: net/http lifts the read deadline once the request has been read.
+	readTimeout = 3 * time.Second
+	// writeTimeoutSlack is what WriteTimeout allows beyond the lock TTL. WriteTimeout runs
+	// from the end of the request headers to the end of the response, so it must exceed the
+	// longest order a request can run, which the order's deadline keeps inside the lock TTL:
+	// an order that outlived WriteTimeout would be committed and its 201 lost on the wire.
+	writeTimeoutSlack = 5 * time.Second
+	// idleTimeout closes a keep-alive connection with no request. It is longer than nginx's
+	// upstream keepalive_timeout (60 s, deploy/nginx) so that nginx, not the instance, closes
+	// an idle connection: an instance closing one just as nginx sends a POST on it would be
+	// a failure after the request was sent, which nginx rightly does not retry (a 502).
+	idleTimeout = 2 * time.Minute
+	// maxHeaderBytes caps the request headers (net/http allows 4 KiB more before it answers
+	// 431); its default, 1 MiB, lets every connection cost a megabyte of memory.
+	maxHeaderBytes = 16 << 10
+)
+
+// newHTTPServer is the HTTP server of an instance, with the limits above; lockTTL is the
+// instance's SECKILL_LOCK_TTL.
+func newHTTPServer(h http.Handler, lockTTL time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      lockTTL + writeTimeoutSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+	}
+}
+
 // runServe runs one service instance until ctx is cancelled (SIGINT/SIGTERM), then stops
 // accepting, lets in-flight requests finish and exits.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -41,7 +82,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: inst.Handler, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(inst.Handler, cfg.lockTTL)
 	log.Info("seckill serving", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL,
 		"order_delay", cfg.orderDelay, "process", inst.Process)
 

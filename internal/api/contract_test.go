@@ -2,9 +2,12 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -34,7 +37,6 @@ func TestErrorContract(t *testing.T) {
 		maxBody  int64
 		req      request
 		svcErr   error // what both fake services answer
-		ready    map[string]api.Check
 		want     int
 		wantCode string
 		wantCall bool // whether the request must reach a service
@@ -52,6 +54,11 @@ func TestErrorContract(t *testing.T) {
 		{name: "create: time without zone", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "create: time a number", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":1767225600,"endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "create: invalid date", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2026-02-30T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: data after the JSON body", req: request{"POST", "/api/vouchers", admin, validVoucherBody + ` x`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: two JSON bodies", req: request{"POST", "/api/vouchers", admin, validVoucherBody + validVoucherBody}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: duplicate key", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":10,"stock":1000,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: duplicate key in another case", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":10,"STOCK":1000,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "create: duplicate key in a nested object", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":10,"x":[{"a":1,"a":2}],"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "create: service rejects (end before begin)", req: request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`},
 			svcErr: fmt.Errorf("%w: endTime must be after beginTime", voucher.ErrInvalid), want: 400, wantCode: api.CodeInvalidArgument, wantCall: true},
 		{name: "get: id not a number", req: request{"GET", "/api/vouchers/abc", nil, ""}, want: 400, wantCode: api.CodeInvalidArgument},
@@ -67,6 +74,8 @@ func TestErrorContract(t *testing.T) {
 		{name: "order: user id negative", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "-42"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "order: user id overflows int64", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "9223372036854775808"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "order: user id not a number", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "alice"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: with a body", req: request{"POST", "/api/vouchers/1/orders", user42, `{"quantity":2}`}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "order: with an empty JSON object", req: request{"POST", "/api/vouchers/1/orders", user42, `{}`}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "order: user id with spaces", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "4 2"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
 
 		// 401 unauthenticated
@@ -121,7 +130,7 @@ func TestErrorContract(t *testing.T) {
 			}
 			vs := &fakeVouchers{err: tt.svcErr}
 			os := &fakeOrders{id: 1, err: tt.svcErr}
-			h := api.NewServer(discardLog(), api.Config{AdminToken: token, MaxBodyBytes: tt.maxBody, Ready: tt.ready}, vs, os)
+			h := api.NewServer(discardLog(), api.Config{AdminToken: token, MaxBodyBytes: tt.maxBody}, vs, os)
 
 			w := serve(h, tt.req)
 
@@ -174,6 +183,67 @@ func TestCreateVoucher(t *testing.T) {
 	assert.True(t, v.BeginTime.Equal(mustTime(t, "2026-11-22T00:00:00Z")), "beginTime passed %v", v.BeginTime)
 }
 
+// TestCreateVoucherStrictJSON: the body is one JSON value, no member named twice; white
+// space after it, unknown members and a name repeated in different objects are fine.
+func TestCreateVoucherStrictJSON(t *testing.T) {
+	const tail = `"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`
+	tests := []struct {
+		name, body string
+		wantMsg    string // empty: accepted
+	}{
+		{"white space after", validVoucherBody + "\r\n\t ", ""},
+		{"unknown member", `{"title":"t","stock":1,"color":"red",` + tail, ""},
+		{"one name in two objects", `{"title":"t","stock":1,"x":{"title":"u","stock":2},"y":[{"a":1},{"a":1}],` + tail, ""},
+		{"data after", validVoucherBody + `,`, "after top-level value"},
+		{"a second object after", validVoucherBody + ` {}`, "after top-level value"},
+		{"stock twice", `{"title":"t","stock":1,"stock":1,` + tail, `duplicate key "stock"`},
+		{"title in two cases", `{"title":"t","stock":1,"Title":"u",` + tail, `duplicate key "Title"`},
+		{"unknown member twice", `{"title":"t","stock":1,"x":1,"x":1,` + tail, `duplicate key "x"`},
+		{"twice in a nested object", `{"title":"t","stock":1,"x":{"y":{"a":1,"b":{},"a":[]}},` + tail, `duplicate key "a"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := &fakeVouchers{}
+			h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
+			w := serve(h, request{"POST", "/api/vouchers", admin, tt.body})
+			if tt.wantMsg == "" {
+				require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
+				assert.Len(t, vs.created, 1)
+				return
+			}
+			require.Equal(t, http.StatusBadRequest, w.Code, "body %s", w.Body)
+			requireErrorBody(t, w, api.CodeInvalidArgument)
+			var e api.ErrorBody
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
+			assert.Contains(t, e.Error.Message, tt.wantMsg)
+			assert.Empty(t, vs.created, "a refused body reached the service")
+		})
+	}
+}
+
+// TestOrderRefusesBody: an order request with a body, of a known length or chunked, is
+// refused before the service, and its connection closed, so that net/http does not wait
+// for that body before it answers.
+func TestOrderRefusesBody(t *testing.T) {
+	for name, body := range map[string]io.Reader{
+		"sized":   strings.NewReader("{}"),
+		"chunked": io.MultiReader(strings.NewReader("{}")), // no length known: ContentLength -1
+	} {
+		t.Run(name, func(t *testing.T) {
+			os := &fakeOrders{id: 1}
+			h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
+			req := httptest.NewRequest(http.MethodPost, "/api/vouchers/1/orders", body)
+			req.Header.Set(api.HeaderUserID, "42")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			require.Equal(t, http.StatusBadRequest, w.Code, "body %s", w.Body)
+			requireErrorBody(t, w, api.CodeInvalidArgument)
+			assert.Equal(t, "close", w.Header().Get("Connection"))
+			assert.Empty(t, os.calls)
+		})
+	}
+}
+
 func TestGetVoucher(t *testing.T) {
 	vs := &fakeVouchers{}
 	h := api.NewServer(discardLog(), api.Config{}, vs, &fakeOrders{})
@@ -218,7 +288,7 @@ func TestHealth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := api.NewServer(discardLog(), api.Config{Ready: tt.ready}, &fakeVouchers{}, &fakeOrders{})
+			h := api.NewServer(discardLog(), api.Config{Ready: refreshed(tt.ready)}, &fakeVouchers{}, &fakeOrders{})
 
 			w := serve(h, request{"GET", "/healthz", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code, "healthz does not depend on the checks")
@@ -233,10 +303,17 @@ func TestHealth(t *testing.T) {
 	}
 }
 
+// refreshed is a Readiness over checks that has run them once.
+func refreshed(checks map[string]api.Check) *api.Readiness {
+	r := api.NewReadiness(discardLog(), checks)
+	r.Refresh(context.Background())
+	return r
+}
+
 // TestReadyzTimeout checks that a check that hangs is cut off and answers 503.
 func TestReadyzTimeout(t *testing.T) {
 	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
-	h := api.NewServer(discardLog(), api.Config{Ready: map[string]api.Check{"redis": hang}}, &fakeVouchers{}, &fakeOrders{})
+	h := api.NewServer(discardLog(), api.Config{Ready: refreshed(map[string]api.Check{"redis": hang})}, &fakeVouchers{}, &fakeOrders{})
 	req := request{"GET", "/readyz", nil, ""}
 	w := serve(h, req)
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"math/big"
 	"net/http"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -113,11 +116,19 @@ type voucherRequest struct {
 	BeginTime, EndTime     time.Time
 }
 
-// validVoucher reports whether body is a valid voucher by the API's documented rules.
-// Like the handler it reads the first JSON value of the body and ignores what follows.
+// validVoucher reports whether body is a valid voucher by the API's documented rules: one
+// JSON value and nothing after it but white space, no object naming a member twice, and the
+// fields' own rules.
 func validVoucher(body []byte) (voucherRequest, bool) {
 	var r voucherRequest
-	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&r); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&r); err != nil {
+		return r, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return r, false // something after the value
+	}
+	if dup, err := duplicateName(json.NewDecoder(bytes.NewReader(body))); err != nil || dup {
 		return r, false
 	}
 	// The window that is stored: UTC, to the millisecond.
@@ -128,6 +139,47 @@ func validVoucher(body []byte) (voucherRequest, bool) {
 		r.PayValue >= 0 && r.ActualValue >= 0 &&
 		b.Year() >= 2000 && e.Year() <= 9999 && e.After(b)
 	return r, ok
+}
+
+// duplicateName reports whether an object in the next JSON value of dec names a member
+// twice. Names are compared as encoding/json matches them to fields: each rune folded to
+// upper(lower(r)), so "title" and "TITLE" are the same member.
+func duplicateName(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	switch tok {
+	case json.Delim('['):
+		for dec.More() {
+			if dup, err := duplicateName(dec); dup || err != nil {
+				return dup, err
+			}
+		}
+	case json.Delim('{'):
+		var seen []string
+		for dec.More() {
+			name, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			var folded []rune
+			for _, r := range name.(string) {
+				folded = append(folded, unicode.ToUpper(unicode.ToLower(r)))
+			}
+			if slices.Contains(seen, string(folded)) {
+				return true, nil
+			}
+			seen = append(seen, string(folded))
+			if dup, err := duplicateName(dec); dup || err != nil {
+				return dup, err
+			}
+		}
+	default:
+		return false, nil // a scalar
+	}
+	_, err = dec.Token() // the closing ] or }
+	return false, err
 }
 
 // FuzzCreateVoucherBody posts any body to POST /api/vouchers over the real voucher service
@@ -151,6 +203,16 @@ func FuzzCreateVoucherBody(f *testing.F) {
 		`{"title":"\ud800","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1e2,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`null`, `[]`, `{}`, `{"stock":`, `"x"`, ``,
+		// One value and nothing after it; no member named twice, in any case, at any depth.
+		validVoucherBody + "\n\t ",
+		validVoucherBody + validVoucherBody,
+		validVoucherBody + ` {}`,
+		`{"title":"t","stock":1,"stock":2,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","Title":"u","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"tİtle":"t","title":"u","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"x":[{"a":1},{"a":1}],"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"x":[{"a":1,"A":2}],"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"x":{"title":"a"},"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -17,8 +17,18 @@ type placeOrderResponse struct {
 	OrderID string `json:"orderId"`
 }
 
+// placeOrder takes no body and never reads one. A request that carries one (any
+// Content-Length but 0, or chunked) is refused with 400 before anything else, and its
+// connection closed: read or not, a body would otherwise be read by net/http before the
+// answer goes out (to keep the connection usable), so a client that sends one slowly would
+// hold back its own answer, and a client that sends one expects it to mean something.
 func placeOrder(log *slog.Logger, orders Orders) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if c.Request.ContentLength != 0 {
+			c.Header("Connection", "close")
+			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "an order takes no request body")
+			return
+		}
 		raw := c.GetHeader(HeaderUserID)
 		if raw == "" {
 			writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "header X-User-ID is required")

@@ -9,7 +9,7 @@ import (
 // routes registers every route of the API: this is the whole surface.
 func routes(r *gin.Engine, log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) {
 	r.GET("/healthz", healthz())
-	r.GET("/readyz", readyz(log, cfg.Ready))
+	r.GET("/readyz", readyz(cfg.Ready))
 	if cfg.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(cfg.Metrics))
 	}

@@ -32,8 +32,9 @@ type Config struct {
 	AdminToken string
 	// MaxBodyBytes caps request bodies; 0 means 64 KiB.
 	MaxBodyBytes int64
-	// Ready lists the checks behind GET /readyz, by name.
-	Ready map[string]Check
+	// Ready is what GET /readyz answers: the last result of its background checks. Nil has
+	// no checks and is always ready.
+	Ready *Readiness
 	// Metrics serves GET /metrics; nil leaves the route out (404 not_found like any unknown route).
 	Metrics http.Handler
 }

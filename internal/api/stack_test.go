@@ -221,6 +221,7 @@ func TestStackRedisDown(t *testing.T) {
 	assert.Zero(t, s.count(t, "SELECT COUNT(*) FROM voucher_orders"), "orders stored")
 	assert.Equal(t, int64(3), s.count(t, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", v), "stock left")
 
+	s.inst.Ready.Refresh(context.Background()) // rather than wait for the background round
 	w = serve(s.h, request{"GET", "/readyz", nil, ""})
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
 	checks, _ := decodeJSON(t, w)["checks"].(map[string]any)
@@ -245,6 +246,7 @@ func TestStackDatabaseDown(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, w.Code, "%s %s; body %s", r.method, r.path, w.Body)
 		requireErrorBody(t, w, api.CodeUnavailable)
 	}
+	s.inst.Ready.Refresh(context.Background())
 	w := serve(s.h, request{"GET", "/readyz", nil, ""})
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
 }

@@ -46,7 +46,7 @@ func toVoucherResponse(v voucher.Voucher) voucherResponse {
 func createVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		var req createVoucherRequest
-		if err := c.ShouldBindJSON(&req); err != nil {
+		if err := decodeBody(c.Request.Body, &req); err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
 				writeError(c, statusCode{http.StatusRequestEntityTooLarge, codeTooLarge}, "request body too large")

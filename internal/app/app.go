@@ -48,6 +48,8 @@ type Instance struct {
 	Redis redis.UniversalClient
 	// Registry holds the instance's metrics: the order service's and the Go collectors.
 	Registry *prometheus.Registry
+	// Ready checks the stores in the background for /readyz; Refresh checks them now.
+	Ready *api.Readiness
 	// Process identifies the instance in the lock values it writes.
 	Process string
 	closers []func() error
@@ -89,13 +91,16 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	vouchers := voucher.NewService(voucher.NewStore(db.DB))
 	orders := order.NewService(vouchers, order.NewSQLStore(db), locks, idgen.New(rdb, "order"),
 		order.NewMetrics(inst.Registry), log, cfg.Order)
+	inst.Ready = api.NewReadiness(log, map[string]api.Check{
+		"database": db.Ping,
+		"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+	})
+	inst.Ready.Start(api.ReadyInterval)
+	inst.closers = append([]func() error{inst.Ready.Close}, inst.closers...)
 	inst.Handler = api.NewServer(log, api.Config{
 		AdminToken: cfg.AdminToken,
-		Ready: map[string]api.Check{
-			"database": db.Ping,
-			"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-		},
-		Metrics: promhttp.HandlerFor(inst.Registry, promhttp.HandlerOpts{}),
+		Ready:      inst.Ready,
+		Metrics:    promhttp.HandlerFor(inst.Registry, promhttp.HandlerOpts{}),
 	}, vouchers, orders)
 	return inst, nil
 }

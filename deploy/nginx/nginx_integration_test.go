@@ -1,0 +1,269 @@
+//go:build integration
+
+package nginx_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// tagHeader numbers the test's requests, so that each upstream can say which ones it saw.
+const tagHeader = "X-Test-Request"
+
+// seen records, per upstream, the tags of the requests that reached it.
+type seen struct {
+	mu   sync.Mutex
+	tags map[string][]string // upstream name → tags
+}
+
+func (s *seen) add(upstream, tag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tags[upstream] = append(s.tags[upstream], tag)
+}
+
+// count reports how many upstreams saw tag, and how many requests upstream saw.
+func (s *seen) count(upstream, tag string) (byTag, byUpstream int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, tags := range s.tags {
+		for _, t := range tags {
+			if t == tag {
+				byTag++
+			}
+		}
+	}
+	return byTag, len(s.tags[upstream])
+}
+
+// answering is an upstream that answers every request 201.
+func answering(t *testing.T, name string, s *seen) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.add(name, r.Header.Get(tagHeader))
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// dropping is an upstream that reads each request whole and then hangs up without an answer:
+// an instance that dies, or is killed, with the order in its hands.
+func dropping(t *testing.T, name string, s *seen) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				s.add(name, req.Header.Get(tagHeader))
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// refusing is an address where nothing listens: an instance that is down.
+func refusing(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+func nginxBin(t *testing.T) string {
+	if bin, err := exec.LookPath("nginx"); err == nil {
+		return bin
+	}
+	if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+		return "/usr/sbin/nginx" // Debian's, outside a non-root PATH
+	}
+	t.Fatal("this test runs nginx with deploy/nginx's config, and there is none: install it " +
+		"(Debian/Ubuntu: apt-get install -y --no-install-recommends nginx)")
+	return ""
+}
+
+// serverParams are the parameters of the first server line of upstream.conf (" max_fails=0"):
+// the test's upstreams get the same, as scripts/cluster.sh's do.
+func serverParams(t *testing.T) string {
+	b, err := os.ReadFile("upstream.conf")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^[ \t]*server[ \t]+[^\s;]+([^;]*);`).FindSubmatch(b)
+	require.NotNil(t, m, "upstream.conf has no server line")
+	return string(m[1])
+}
+
+// startNginx runs nginx with this directory's nginx.conf, edited by edit, in front of
+// upstreams, in a prefix of its own on a loopback port, and returns its base URL.
+func startNginx(t *testing.T, upstreams []string, edit func(conf string) string) string {
+	t.Helper()
+	bin := nginxBin(t)
+	conf, err := os.ReadFile("nginx.conf")
+	require.NoError(t, err)
+	var servers strings.Builder
+	for _, u := range upstreams {
+		fmt.Fprintf(&servers, "server %s%s;\n", u, serverParams(t))
+	}
+
+	var errs []string
+	for range 10 { // another process may take the port between the probe and the start
+		dir := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "conf"), 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "logs"), 0o755))
+		port := 16000 + rand.IntN(1000)
+		listen := regexp.MustCompile(`(?m)^([ \t]*)listen 8080([ ;])`)
+		require.True(t, listen.Match(conf), "nginx.conf has no 'listen 8080' line")
+		c := listen.ReplaceAllString(string(conf), "${1}listen 127.0.0.1:"+strconv.Itoa(port)+"${2}")
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "nginx.conf"), []byte(edit(c)), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "upstream.conf"), []byte(servers.String()), 0o644))
+
+		var out bytes.Buffer
+		cmd := exec.Command(bin, "-p", dir+"/", "-c", "conf/nginx.conf", "-e", "logs/error.log",
+			"-g", "daemon off; pid "+filepath.Join(dir, "nginx.pid")+";")
+		cmd.Stdout, cmd.Stderr = &out, &out
+		require.NoError(t, cmd.Start())
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		base := "http://127.0.0.1:" + strconv.Itoa(port)
+		if waitHealthy(base, exited) {
+			t.Cleanup(func() {
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				<-exited
+				if t.Failed() {
+					log, _ := os.ReadFile(filepath.Join(dir, "logs", "error.log"))
+					t.Logf("nginx error log:\n%s", log)
+				}
+			})
+			return base
+		}
+		_ = cmd.Process.Kill()
+		<-exited
+		log, _ := os.ReadFile(filepath.Join(dir, "logs", "error.log"))
+		errs = append(errs, fmt.Sprintf("port %d: %s%s", port, out.String(), log))
+	}
+	t.Fatalf("nginx did not start:\n%s", strings.Join(errs, "\n"))
+	return ""
+}
+
+// waitHealthy polls nginx's own health route until it answers, nginx exits, or 10 s pass.
+func waitHealthy(base string, exited chan error) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			exited <- err
+			return false
+		default:
+		}
+		if resp, err := http.Get(base + "/nginx-health"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// post sends one order-like POST, without a body as an order has none, tagged tag.
+func post(t *testing.T, base, tag string) int {
+	req, err := http.NewRequest(http.MethodPost, base+"/api/vouchers/1/orders", nil)
+	require.NoError(t, err)
+	req.Header.Set(tagHeader, tag)
+	req.Header.Set("X-User-ID", "42")
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func unchanged(conf string) string { return conf }
+
+// TestPOSTNeverRetried: an instance that takes a POST and hangs up has nginx answer 502; the
+// POST never reaches the other instance, which might place the order a second time. And the
+// failing instance stays in rotation (max_fails=0): failures under overload cannot empty
+// the upstream.
+func TestPOSTNeverRetried(t *testing.T) {
+	s := &seen{tags: map[string][]string{}}
+	base := startNginx(t, []string{dropping(t, "dropping", s), answering(t, "answering", s)}, unchanged)
+
+	const n = 6
+	for i := range n {
+		tag := strconv.Itoa(i)
+		code := post(t, base, tag)
+		byTag, _ := s.count("", tag)
+		assert.Equal(t, 1, byTag, "POST %s reached %d upstreams: %v", tag, byTag, s.tags)
+		assert.Contains(t, []int{http.StatusCreated, http.StatusBadGateway}, code, "POST %s", tag)
+	}
+	_, dropped := s.count("dropping", "")
+	_, answered := s.count("answering", "")
+	assert.Equal(t, n, dropped+answered)
+	assert.GreaterOrEqual(t, dropped, 2, "after its first failure the dropping instance got no more requests: taken out of rotation")
+	assert.GreaterOrEqual(t, answered, 2)
+}
+
+// TestPOSTRetryWouldBeSeen is the control: with "non_idempotent" added to
+// proxy_next_upstream, nginx does pass a sent POST on, and the harness above sees it. Without
+// this, TestPOSTNeverRetried could pass because the dropping upstream never looked like a
+// failure to nginx.
+func TestPOSTRetryWouldBeSeen(t *testing.T) {
+	s := &seen{tags: map[string][]string{}}
+	base := startNginx(t, []string{dropping(t, "dropping", s), answering(t, "answering", s)}, func(conf string) string {
+		edited := strings.Replace(conf, "proxy_next_upstream error;", "proxy_next_upstream error non_idempotent;", 1)
+		require.NotEqual(t, conf, edited, "nginx.conf has no 'proxy_next_upstream error;'")
+		return edited
+	})
+	retried := 0
+	for i := range 4 {
+		tag := strconv.Itoa(i)
+		code := post(t, base, tag)
+		if byTag, _ := s.count("", tag); byTag == 2 {
+			retried++
+			assert.Equal(t, http.StatusCreated, code, "the retry was answered")
+		}
+	}
+	assert.Positive(t, retried, "no POST was retried: the harness cannot see a retry (%v)", s.tags)
+}
+
+// TestInstanceDown: an instance that refuses connections costs the client nothing: nothing
+// was sent, so nginx passes every request on to the other instance.
+func TestInstanceDown(t *testing.T) {
+	s := &seen{tags: map[string][]string{}}
+	base := startNginx(t, []string{refusing(t), answering(t, "answering", s)}, unchanged)
+	for i := range 4 {
+		tag := strconv.Itoa(i)
+		assert.Equal(t, http.StatusCreated, post(t, base, tag), "POST %s", tag)
+		byTag, _ := s.count("", tag)
+		assert.Equal(t, 1, byTag, "POST %s", tag)
+	}
+}
