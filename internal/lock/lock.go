@@ -12,6 +12,10 @@
 // are Locks too; TryLockWait waits (Redisson's tryLock(waitTime, leaseTime)) and Lock waits
 // as long as its context allows.
 //
+// MySQLLocks keeps its locks in a database table (MySQL, MariaDB or the embedded SQLite),
+// with an owner, an expiry that another owner may take over, and a fencing token (Fenced);
+// MySQLGetLocks uses MySQL's GET_LOCK on a pinned connection instead.
+//
 // A service picks its guard from one family, each made the same way: NewSimpleRedisLocks,
 // NewReentrantLocks, NewFairLocks, NewLocalRemoteLocks, NewLocalLocks or NewNoLocks returns a
 // value whose New(name) is the Lock of that name.
@@ -46,4 +50,13 @@ type Lock interface {
 	// ErrNotHeld when the lock is no longer the caller's, and leaves another owner's lock
 	// untouched.
 	Unlock(ctx context.Context) error
+}
+
+// Fenced is implemented by locks that hand their holder a fencing token, increasing with
+// every grant of the name (Kleppmann's fencing token): storage that remembers the highest
+// token it has accepted for a name can refuse the writes of an earlier holder whose lease
+// ran out while it still worked.
+type Fenced interface {
+	// Token returns the fencing token of the caller's current hold, or 0 when there is none.
+	Token() int64
 }
