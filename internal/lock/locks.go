@@ -56,4 +56,9 @@ var (
 	_ Lock = (*ReentrantLock)(nil)
 	_ Lock = (*FairLock)(nil)
 	_ Lock = (*LocalRemoteLock)(nil)
+	_ Lock = (*MySQLLock)(nil)
+	_ Lock = (*MySQLGetLock)(nil)
 )
+
+// The locks that issue fencing tokens.
+var _ Fenced = (*MySQLLock)(nil)
