@@ -23,6 +23,8 @@ var wantSchema = schema{
 	"vouchers":         {"id", "title", "sub_title", "rules", "pay_value", "actual_value", "status", "created_at", "updated_at"},
 	"seckill_vouchers": {"voucher_id", "stock", "begin_time", "end_time", "created_at", "updated_at"},
 	"voucher_orders":   {"id", "user_id", "voucher_id", "status", "created_at", "updated_at"},
+	// lock.MySQLLocks' table; the name is its primary key.
+	"distributed_locks": {"name", "owner", "holds", "version", "expires_at"},
 }
 
 // schema maps each table (goose's own left out) to its columns in order.

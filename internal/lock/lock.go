@@ -12,6 +12,10 @@
 // are Locks too; TryLockWait waits (Redisson's tryLock(waitTime, leaseTime)) and Lock waits
 // as long as its context allows.
 //
+// MySQLLocks keeps its locks in a database table (MySQL, MariaDB or the embedded SQLite),
+// with an owner, an expiry that another owner may take over, and a fencing token (Fenced);
+// MySQLGetLocks uses MySQL's GET_LOCK on a pinned connection instead.
+//
 // A service picks its guard from one family, each made the same way: NewSimpleRedisLocks,
 // NewReentrantLocks, NewFairLocks, NewLocalRemoteLocks, NewLocalLocks or NewNoLocks returns a
 // value whose New(name) is the Lock of that name.

@@ -56,7 +56,13 @@ var (
 	_ Lock = (*ReentrantLock)(nil)
 	_ Lock = (*FairLock)(nil)
 	_ Lock = (*LocalRemoteLock)(nil)
+	_ Lock = (*MySQLLock)(nil)
+	_ Lock = (*MySQLGetLock)(nil)
 	_ Lock = (*ZooKeeperLock)(nil)
+)
 
+// The locks that issue fencing tokens.
+var (
+	_ Fenced = (*MySQLLock)(nil)
 	_ Fenced = (*ZooKeeperLock)(nil)
 )

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 )
@@ -165,32 +164,12 @@ func (l *RedLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (b
 	if err := l.s.checkLease(lease); err != nil {
 		return false, fmt.Errorf("redlock %s: %w", l.key, err)
 	}
-	var deadline time.Time
-	if wait > 0 {
-		deadline = time.Now().Add(wait)
-	}
-	for {
-		ok, err := l.attempt(ctx, lease)
-		if ok || wait == 0 || (err != nil && !errors.Is(err, ErrNoQuorum)) {
-			return ok, err
-		}
-		pause := l.s.retryPause()
-		if !deadline.IsZero() {
-			left := time.Until(deadline)
-			if left <= 0 {
-				return false, err
-			}
-			pause = min(pause, left)
-		}
-		timer := time.NewTimer(pause)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return false, ctx.Err()
-		}
-	}
+	return retry(ctx, wait, l.s.retryPause, isNoQuorum, func() (bool, error) {
+		return l.attempt(ctx, lease)
+	})
 }
+
+func isNoQuorum(err error) bool { return errors.Is(err, ErrNoQuorum) }
 
 // Unlock releases the key on every node with the compare-and-delete script, this
 // acquisition's token as the value, and forgets the acquisition: nodes it cannot reach keep
@@ -306,9 +285,7 @@ func (s *RedLocks) driftFor(lease time.Duration) time.Duration {
 }
 
 // retryPause draws a pause from [retry/2, retry*3/2).
-func (s *RedLocks) retryPause() time.Duration {
-	return s.retry/2 + rand.N(s.retry)
-}
+func (s *RedLocks) retryPause() time.Duration { return jitter(s.retry) }
 
 // newValue returns a fresh value for one acquisition: the process id and 128 random bits.
 func (s *RedLocks) newValue() (string, error) {

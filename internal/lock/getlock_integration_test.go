@@ -1,0 +1,129 @@
+//go:build integration
+
+package lock_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// getLockDB opens a fresh database on the real MariaDB/MySQL. GET_LOCK names are
+// server-wide, so the tests also draw unique names.
+func getLockDB(t *testing.T) *sql.DB {
+	t.Helper()
+	db, err := database.OpenMySQL(context.Background(), testenv.MySQLDSN(t), database.Pool{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	raw, err := db.DB.DB()
+	require.NoError(t, err)
+	return raw
+}
+
+func TestGetLockExcludes(t *testing.T) {
+	db := getLockDB(t)
+	ctx := dbCtx(t)
+	procs := []*lock.MySQLGetLocks{lock.NewMySQLGetLocks(db, lock.NewProcessID()), lock.NewMySQLGetLocks(db, lock.NewProcessID())}
+	name := testenv.Unique("getlock-excl-")
+	checkExcludes(t, ctx, 8, 4,
+		func(g int) waitingLock { return procs[g%2].GetLock(name) },
+		func(waitingLock) {})
+}
+
+func TestGetLockReentryAndRelease(t *testing.T) {
+	db := getLockDB(t)
+	ctx := dbCtx(t)
+	a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
+	name := testenv.Unique("getlock-re-")
+	l := a.GetLock(name)
+	const depth = 2
+	for i := range depth {
+		ok, err := l.TryLock(ctx, 0)
+		require.NoError(t, err)
+		require.True(t, ok, "hold %d", i+1)
+	}
+	assert.ErrorIs(t, unlockElsewhere(ctx, l), lock.ErrNotHeld, "another goroutine's Unlock")
+	for i := depth; i > 0; i-- {
+		ok, err := tryOnce(ctx, b.New(name), 0)
+		require.NoError(t, err)
+		require.False(t, ok, "taken by another process with %d holds left", i)
+		ok, err = tryOnce(ctx, l, 0)
+		require.NoError(t, err)
+		require.False(t, ok, "taken by another goroutine of the holder's process with %d holds left", i)
+		require.NoError(t, l.Unlock(ctx), "unlock with %d holds", i)
+	}
+	assert.ErrorIs(t, l.Unlock(ctx), lock.ErrNotHeld, "one Unlock too many")
+	other := b.GetLock(name)
+	ok, err := other.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok, "free after the last Unlock")
+	require.NoError(t, other.Unlock(ctx))
+}
+
+func TestGetLockTryLockWait(t *testing.T) {
+	db := getLockDB(t)
+	ctx := dbCtx(t)
+	a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
+	name := testenv.Unique("getlock-wait-")
+	holder := a.GetLock(name)
+	ok, err := holder.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	waiter := b.GetLock(name)
+
+	const wait = 300 * time.Millisecond
+	start := time.Now()
+	ok, err = waiter.TryLockWait(ctx, wait, 0)
+	elapsed := time.Since(start)
+	require.NoError(t, err)
+	assert.False(t, ok, "held elsewhere")
+	assert.GreaterOrEqual(t, elapsed, wait-10*time.Millisecond, "gave up before its wait (the server's clock)")
+	assert.Less(t, elapsed, wait+2*time.Second, "waited far past its wait")
+
+	short, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	ok, err = waiter.TryLockWait(short, -1, 0)
+	assert.False(t, ok)
+	if err != nil { // the server's wait, bounded by ctx's deadline, may end just before ctx
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	}
+	require.NoError(t, holder.Unlock(ctx))
+}
+
+// TestGetLockFreedWithItsConnection kills the holder's connection, as a crash or a network
+// drop would end its session: the server frees the lock, and the holder learns only at its
+// Unlock.
+func TestGetLockFreedWithItsConnection(t *testing.T) {
+	db := getLockDB(t)
+	ctx := dbCtx(t)
+	a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
+	name := testenv.Unique("getlock-kill-") + strings.Repeat("x", 80) // hashed: over 64 characters
+	holder := a.GetLock(name)
+	require.Len(t, holder.Name(), 64)
+	ok, err := holder.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	var conn sql.NullInt64
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT IS_USED_LOCK(?)", holder.Name()).Scan(&conn))
+	require.True(t, conn.Valid, "IS_USED_LOCK: nobody holds it")
+	_, err = db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", conn.Int64)) // not preparable on every server
+	require.NoError(t, err)
+
+	next := b.GetLock(name)
+	ok, err = next.TryLockWait(ctx, 10*time.Second, 0) // the server wakes it when the killed session ends
+	require.NoError(t, err)
+	require.True(t, ok, "still held after its connection was killed")
+	assert.ErrorIs(t, holder.Unlock(ctx), lock.ErrNotHeld, "the killed holder's Unlock")
+	require.NoError(t, next.Unlock(ctx))
+}

@@ -1,0 +1,222 @@
+package lock
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/seckill/seckill/migrations"
+)
+
+// Defaults for MySQLLockOptions fields left zero.
+const (
+	// DefaultMySQLRetryDelay is the mean first pause between two attempts of
+	// MySQLLock.TryLockWait.
+	DefaultMySQLRetryDelay = 10 * time.Millisecond
+	// DefaultMySQLMaxRetryDelay caps the mean pause as it doubles.
+	DefaultMySQLMaxRetryDelay = 200 * time.Millisecond
+)
+
+// maxMySQLLockName is the longest lock name, in bytes, that the table's name column holds.
+const maxMySQLLockName = 255
+
+// MySQLLockOptions configures MySQLLocks. The zero value is usable.
+type MySQLLockOptions struct {
+	// RetryDelay is the mean first pause of TryLockWait between two attempts; each further
+	// pause doubles, up to MaxRetryDelay, and each is drawn uniformly from [d/2, 3d/2) so
+	// that waiters that failed together do not poll together. DefaultMySQLRetryDelay when
+	// zero or negative.
+	RetryDelay time.Duration
+	// MaxRetryDelay caps the mean pause. DefaultMySQLMaxRetryDelay when zero or negative.
+	MaxRetryDelay time.Duration
+}
+
+// MySQLLocks makes one process's MySQLLocks: the database lock of the classic articles, a
+// table (distributed_locks, created by the migrations) with a unique index on the lock name,
+// where the owner that writes the name's row holds the lock. It runs on MySQL 8, MariaDB
+// 10.11 and the embedded SQLite, and it fixes the four weaknesses the articles list for the
+// bare table:
+//
+//   - Owner. The row records the owner, process id + "-" + goroutine id as in hmdp's
+//     SimpleRedisLock, so that only the owner releases it, and the owner may take it again
+//     (reentrancy): a hold count goes up with each TryLock and down with each Unlock.
+//   - Expiry. The row records when it expires. A holder that crashed leaves its row behind;
+//     once the row has expired the next owner takes it over with one conditional UPDATE
+//     (… WHERE name = ? AND expires_at < now), which the database runs atomically: of many
+//     contenders for an expired row exactly one matches it. The row is never deleted and
+//     inserted again, which would let two contenders each delete the other's fresh row.
+//   - Blocking. TryLockWait polls with jittered, doubling pauses, bounded by its wait and
+//     its context.
+//   - Fencing. The row's version grows by one with every grant of the name (not with
+//     re-entry) and is the holder's fencing token (Token), in Kleppmann's sense: storage
+//     that remembers the highest token it has seen can refuse the writes of a holder whose
+//     lease ran out while it was paused. That is why a released row stays, owner emptied,
+//     instead of being deleted: a fresh row would start counting at 1 again. The table
+//     keeps one row per name ever used.
+//
+// Every time is the database's: expires_at is written and compared with the database
+// server's clock in the same statement (UTC_TIMESTAMP(6) on MySQL, strftime('%f', 'now') on
+// SQLite), never with the clock of the process that asks. Instances whose clocks disagree
+// still agree on whether a row has expired; only a jump of the database server's own clock
+// moves every expiry with it. UTC rather than NOW(6) because NOW follows each session's
+// time_zone, and two sessions with different zones would disagree. SQLite's clock has
+// millisecond resolution, MySQL's microsecond.
+//
+// Availability is the database's: the lock is as available as the primary it writes to, and
+// a failover to an asynchronous replica that had not received the latest grant can grant
+// the name again, as a Redis failover can. The fencing token is what makes that survivable:
+// the replica counts on from the version it had, so the second grant repeats the lost
+// grant's token, and storage that accepts only tokens above the last it accepted lets one
+// of the two holders write, not both.
+//
+// Tested on MariaDB 10.11 and SQLite; the MySQL statements use only what MySQL 8 documents
+// too (LAST_INSERT_ID(expr) in an UPDATE, UTC_TIMESTAMP(6), INTERVAL … MICROSECOND), but
+// were not run against MySQL 8 here.
+type MySQLLocks struct {
+	db       *sql.DB
+	sql      *lockStatements
+	process  string
+	retry    time.Duration
+	maxRetry time.Duration
+}
+
+// NewMySQLLocks returns the MySQLLocks of process (NewProcessID() when empty) on db, whose
+// SQL dialect is dialect and whose migrations have been applied. It panics on a dialect it
+// has no statements for.
+func NewMySQLLocks(db *sql.DB, dialect migrations.Dialect, process string, opts MySQLLockOptions) *MySQLLocks {
+	stmts, ok := lockSQL[dialect]
+	if !ok {
+		panic(fmt.Sprintf("lock: NewMySQLLocks: no statements for dialect %q", dialect))
+	}
+	if process == "" {
+		process = NewProcessID()
+	}
+	if opts.RetryDelay <= 0 {
+		opts.RetryDelay = DefaultMySQLRetryDelay
+	}
+	if opts.MaxRetryDelay <= 0 {
+		opts.MaxRetryDelay = DefaultMySQLMaxRetryDelay
+	}
+	return &MySQLLocks{db: db, sql: stmts, process: process, retry: opts.RetryDelay, maxRetry: max(opts.MaxRetryDelay, opts.RetryDelay)}
+}
+
+// New returns the MySQLLock named name as a Lock.
+func (s *MySQLLocks) New(name string) Lock { return s.MySQLLock(name) }
+
+// MySQLLock returns the lock named name: the row of distributed_locks whose name is name.
+func (s *MySQLLocks) MySQLLock(name string) *MySQLLock {
+	return &MySQLLock{s: s, name: name}
+}
+
+// MySQLLock is one named lock of a MySQLLocks. Like SimpleRedisLock, its owner is the
+// calling goroutine: the goroutine that took it is the one that re-enters and releases it.
+// Take one MySQLLock per holder (New is cheap): Token reports the grant that this MySQLLock
+// made last, whichever goroutine asked.
+type MySQLLock struct {
+	s     *MySQLLocks
+	name  string
+	token atomic.Int64
+}
+
+// Name returns the lock's name, the key of its row.
+func (l *MySQLLock) Name() string { return l.name }
+
+// Token returns the fencing token of the current hold: the row's version when this lock was
+// granted, which is larger than that of every earlier grant of the name and stays the same
+// while the owner re-enters. It is 0 before the first grant, and after an Unlock that gave
+// up the last hold or returned ErrNotHeld.
+func (l *MySQLLock) Token() int64 { return l.token.Load() }
+
+// TryLock tries once, and never waits. It takes the row when it is free, expired, or
+// already the calling goroutine's (then the hold count goes up and the token stays), and
+// sets its expiry to lease from now on the database's clock; it inserts the row when the
+// name has none. It reports false, nil when another owner holds an unexpired row, and
+// ErrInvalidTTL for a lease under a millisecond. An attempt whose reply is lost (an error,
+// ctx ending mid-statement) may have taken the row all the same; it expires after lease.
+func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	if lease < time.Millisecond {
+		return false, fmt.Errorf("lock %s: %w", l.name, ErrInvalidTTL)
+	}
+	if len(l.name) > maxMySQLLockName {
+		return false, fmt.Errorf("lock %s: name longer than %d bytes", l.name, maxMySQLLockName)
+	}
+	owner := owner(l.s.process)
+	version, ok, err := l.s.grant(ctx, l.name, owner, lease)
+	if err == nil && !ok {
+		// No row to take: either the name has none yet, or another owner holds it. An
+		// INSERT tells which; when another contender inserted the row in between, it may
+		// also have released it already, so take it again.
+		var inserted bool
+		inserted, err = l.s.insert(ctx, l.name, owner, lease)
+		switch {
+		case err != nil:
+		case inserted:
+			version, ok = 1, true
+		default:
+			version, ok, err = l.s.grant(ctx, l.name, owner, lease)
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock %s: %w", l.name, err)
+	}
+	if ok {
+		l.token.Store(version)
+	}
+	return ok, nil
+}
+
+// TryLockWait tries, and while another owner holds the lock tries again after a pause:
+// RetryDelay on average at first, doubling up to MaxRetryDelay, each drawn from [d/2, 3d/2).
+// It stops when it has the lock, when wait runs out (false, nil) or when ctx ends (ctx's
+// error), and returns at once the error of an attempt that failed. wait == 0 tries once,
+// wait < 0 waits as long as ctx allows.
+func (l *MySQLLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
+	return retry(ctx, wait, backoff(l.s.retry, l.s.maxRetry), nil, func() (bool, error) {
+		return l.TryLock(ctx, lease)
+	})
+}
+
+// Unlock gives up one hold of the calling goroutine: the hold count goes down, and at zero
+// the row is freed (owner emptied, version kept). It returns an error wrapping ErrNotHeld
+// when the row is not the caller's: it expired and another owner took it over, the name
+// has no row, or the caller is not the goroutine that took it. A row that expired but that
+// nobody has taken over is still the owner's, and Unlock releases it.
+func (l *MySQLLock) Unlock(ctx context.Context) error {
+	left, ok, err := l.s.release(ctx, l.name, owner(l.s.process))
+	if err != nil {
+		return fmt.Errorf("unlock %s: %w", l.name, err)
+	}
+	if !ok {
+		l.token.Store(0)
+		return fmt.Errorf("unlock %s: %w", l.name, ErrNotHeld)
+	}
+	if left == 0 {
+		l.token.Store(0)
+	}
+	return nil
+}
+
+// grant runs the take-over UPDATE and returns the row's version when it took the row.
+func (s *MySQLLocks) grant(ctx context.Context, name, owner string, lease time.Duration) (int64, bool, error) {
+	return s.sql.update(ctx, s.db, s.sql.grant, owner, owner, owner, s.sql.lease(lease), name, owner)
+}
+
+// insert creates the name's row, held by owner, and reports false when the row exists.
+func (s *MySQLLocks) insert(ctx context.Context, name, owner string, lease time.Duration) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.sql.insert, name, owner, s.sql.lease(lease))
+	if s.sql.isDuplicate(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// release runs the release UPDATE and returns the holds owner has left.
+func (s *MySQLLocks) release(ctx context.Context, name, owner string) (int64, bool, error) {
+	return s.sql.update(ctx, s.db, s.sql.release, name, owner)
+}

@@ -1,0 +1,111 @@
+package lock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/migrations"
+)
+
+// lockStatements are the MySQLLock's statements in one SQL dialect, and how that dialect
+// hands back a value from an UPDATE.
+type lockStatements struct {
+	// grant takes the row of a name (arg 5) for an owner (args 1-3 and 6) when it is free,
+	// expired or already the owner's, for a lease (arg 4, as lease formats it); it answers
+	// the row's version, grown by one unless the owner re-entered.
+	grant string
+	// insert creates a name's row (arg 1) held once by an owner (arg 2) for a lease (arg 3),
+	// at version 1.
+	insert string
+	// release takes one hold off the row of a name (arg 1) if an owner (arg 2) holds it,
+	// freeing the row at zero; it answers the holds left.
+	release string
+	// lease formats a lease as the statements' lease argument.
+	lease func(time.Duration) any
+	// update runs grant or release and returns the value it answers, or false when it
+	// matched no row.
+	update func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error)
+	// isDuplicate reports whether insert failed because the row exists.
+	isDuplicate func(error) bool
+}
+
+// lockSQL holds the statements of each dialect.
+//
+// In the grant statement the CASEs that read owner come before the assignment to owner:
+// MySQL assigns left to right and lets later expressions see earlier assignments, SQLite
+// (and MariaDB's SIMULTANEOUS_ASSIGNMENT mode) let every expression see the old row; in
+// this order both read the old owner. Every UPDATE changes at least one column of the row
+// it matches (version or holds), so its affected-row count is the matched count whether or
+// not the DSN sets clientFoundRows.
+var lockSQL = map[migrations.Dialect]*lockStatements{
+	// MySQL and MariaDB. No RETURNING on UPDATE, so the value comes back through
+	// LAST_INSERT_ID(expr), which sets the statement's insert id, read from the OK packet
+	// with no second round trip.
+	migrations.MySQL: {
+		grant: `UPDATE distributed_locks SET
+	version = LAST_INSERT_ID(CASE WHEN owner = ? THEN version ELSE version + 1 END),
+	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,
+	owner = ?,
+	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE name = ? AND (owner = ? OR owner = '' OR expires_at < UTC_TIMESTAMP(6))`,
+		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at)
+VALUES (?, ?, 1, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`,
+		release: `UPDATE distributed_locks SET
+	owner = CASE WHEN holds > 1 THEN owner ELSE '' END,
+	holds = LAST_INSERT_ID(holds - 1)
+WHERE name = ? AND owner = ?`,
+		lease: func(d time.Duration) any { return d.Microseconds() },
+		update: func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+			res, err := db.ExecContext(ctx, query, args...)
+			if err != nil {
+				return 0, false, err
+			}
+			if n, err := res.RowsAffected(); err != nil || n == 0 {
+				return 0, false, err
+			}
+			v, err := res.LastInsertId()
+			return v, err == nil, err
+		},
+		isDuplicate: func(err error) bool {
+			var me *mysql.MySQLError
+			return errors.As(err, &me) && me.Number == 1062 // ER_DUP_ENTRY
+		},
+	},
+	// SQLite: one writer at a time, so every statement is atomic; UPDATE … RETURNING
+	// answers the value. Times are text in strftime's fixed format, so text order is time
+	// order; 'now' is fixed for the whole statement.
+	migrations.SQLite: {
+		grant: `UPDATE distributed_locks SET
+	version = CASE WHEN owner = ? THEN version ELSE version + 1 END,
+	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,
+	owner = ?,
+	expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?)
+WHERE name = ? AND (owner = ? OR owner = '' OR expires_at < strftime('%Y-%m-%d %H:%M:%f', 'now'))
+RETURNING version`,
+		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at)
+VALUES (?, ?, 1, 1, strftime('%Y-%m-%d %H:%M:%f', 'now', ?))
+ON CONFLICT (name) DO NOTHING`,
+		release: `UPDATE distributed_locks SET
+	owner = CASE WHEN holds > 1 THEN owner ELSE '' END,
+	holds = holds - 1
+WHERE name = ? AND owner = ?
+RETURNING holds`,
+		lease: func(d time.Duration) any { // a strftime modifier: "+1.500000 seconds"
+			return "+" + strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + " seconds"
+		},
+		update: func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+			var v int64
+			err := db.QueryRowContext(ctx, query, args...).Scan(&v)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return v, err == nil, err
+		},
+		isDuplicate: func(error) bool { return false }, // ON CONFLICT DO NOTHING: no row inserted
+	},
+}
