@@ -7,8 +7,10 @@ MOCKERY ?= github.com/vektra/mockery/v2@v2.53.5
 test:
 	$(GO) test -race ./...
 
-## test-integration: the same suites plus the real MariaDB/MySQL and Redis (never skipped)
+## test-integration: the same suites plus the real MariaDB/MySQL, Redis, ZooKeeper and nginx (never skipped);
+## starts ZooKeeper on 127.0.0.1:2181 with scripts/services.sh (installing it when absent) unless it answers
 test-integration:
+	scripts/services.sh up zookeeper
 	$(GO) test -race -count=1 -tags integration ./...
 
 ## build: the binary at bin/seckill
