@@ -14,6 +14,7 @@ const (
 	CodeSoldOut          = codeSoldOut
 	CodeTooLarge         = codeTooLarge
 	CodeUnavailable      = codeUnavailable
+	CodeOverloaded       = codeOverloaded
 	CodeInternal         = codeInternal
 )
 
