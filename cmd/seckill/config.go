@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/seckill/seckill/internal/app"
@@ -20,8 +21,12 @@ type config struct {
 	adminToken string
 	lock       string
 	lockTTL    time.Duration
-	orderDelay time.Duration
-	dataDir    string // where the embedded database lives; empty: a fresh temporary directory
+	// orderTimeout is each order's deadline; zero: order.DefaultTimeout or half lockTTL.
+	orderTimeout time.Duration
+	// maxInflight bounds the orders in progress; zero: app.InflightPerConn × the DB pool.
+	maxInflight int
+	orderDelay  time.Duration
+	dataDir     string // where the embedded database lives; empty: a fresh temporary directory
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -36,6 +41,8 @@ var settings = []envFlag{
 	{"SECKILL_ADMIN_TOKEN", "admin-token", "", "bearer token for POST /api/vouchers; empty disables it"},
 	{"SECKILL_LOCK", "lock", "redis", "per-user order guard: " + app.LockKindNames()},
 	{"SECKILL_LOCK_TTL", "lock-ttl", "10s", "expiry of the per-user order lock"},
+	{"SECKILL_ORDER_TIMEOUT", "order-timeout", "", "each order's deadline, shorter than the lock TTL; empty: 2s, or half the lock TTL if that is shorter"},
+	{"SECKILL_MAX_INFLIGHT", "max-inflight", "0", "orders an instance works on at once, the rest answered 503 overloaded; 0: 2 per database connection (64)"},
 	{"SECKILL_ORDER_DELAY", "order-delay", "0s", "simulated business processing inside the critical section"},
 	{"SECKILL_DATA_DIR", "data-dir", "", "directory of the embedded database; empty uses a new temporary directory"},
 }
@@ -73,6 +80,17 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if cfg.orderDelay, err = parseDuration("SECKILL_ORDER_DELAY", *vals["SECKILL_ORDER_DELAY"], 0); err != nil {
 		return config{}, err
+	}
+	if v := *vals["SECKILL_ORDER_TIMEOUT"]; v != "" {
+		if cfg.orderTimeout, err = parseDuration("SECKILL_ORDER_TIMEOUT", v, time.Millisecond); err != nil {
+			return config{}, err
+		}
+	}
+	if cfg.maxInflight, err = strconv.Atoi(*vals["SECKILL_MAX_INFLIGHT"]); err != nil || cfg.maxInflight < 0 {
+		return config{}, fmt.Errorf("SECKILL_MAX_INFLIGHT=%q: want a number of orders, 0 or more", *vals["SECKILL_MAX_INFLIGHT"])
+	}
+	if err := cfg.appConfig().Order.Validate(); err != nil {
+		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY: %w", err)
 	}
 	if err := cfg.checkStores(); err != nil {
 		return config{}, err
@@ -126,6 +144,7 @@ func (c config) appConfig() app.Config {
 	return app.Config{
 		AdminToken: c.adminToken,
 		Lock:       c.lock,
-		Order:      order.Config{LockTTL: c.lockTTL, ProcessingDelay: c.orderDelay},
+		Order: order.Config{LockTTL: c.lockTTL, Timeout: c.orderTimeout, MaxInflight: c.maxInflight,
+			ProcessingDelay: c.orderDelay},
 	}
 }

@@ -48,8 +48,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if o.users < 1 || o.perUser < 1 || o.stock < 1 || o.inFlight < 1 || o.users*o.perUser > 1_000_000 {
 		return errors.New("demo: users, per-user, stock and in-flight must be positive, users*per-user at most 1e6")
 	}
-	if o.delay <= 0 || o.delay >= cfg.lockTTL/2 {
-		return fmt.Errorf("demo: -delay %s must be positive and below half the lock TTL (%s): a guard's lease must outlast the wait inside it", o.delay, cfg.lockTTL)
+	cfg.orderDelay = o.delay
+	if err := cfg.appConfig().Order.Validate(); o.delay <= 0 || err != nil {
+		return fmt.Errorf("demo: -delay %s must be positive and shorter than the order's deadline, itself shorter than the lock TTL (%s): a guard's lease must outlast the wait inside it (%v)", o.delay, cfg.lockTTL, err)
 	}
 	guards := strings.Split(o.guards, ",")
 	for _, g := range guards {
@@ -57,7 +58,6 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 			return fmt.Errorf("demo: unknown guard %q; want %s", g, app.LockKindNames())
 		}
 	}
-	cfg.orderDelay = o.delay
 	cfg.adminToken = lock.NewProcessID()
 
 	// The instances log only errors: the expected duplicates of the unsafe guards would
@@ -165,6 +165,9 @@ func (c *cluster) stop() {
 func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *app.Stores, o demoOptions) (demoResult, error) {
 	ac := cfg.appConfig()
 	ac.Order.Process = newRendezvous(cfg.orderDelay).wait
+	// The demo shows the guards, not admission control: each instance admits the whole
+	// storm, which may all reach one of them, so that no order is shed.
+	ac.Order.MaxInflight = max(ac.Order.MaxInflight, o.inFlight*o.perUser)
 	cl, err := startCluster(ctx, log, ac, st, 2)
 	if err != nil {
 		return demoResult{}, err

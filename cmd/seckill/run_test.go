@@ -89,6 +89,14 @@ func startServe(t *testing.T, env map[string]string) *server {
 	return s
 }
 
+// The pairs' admission and deadline: the storms here test the lock, not the time budgets.
+// Every order of a storm may reach one instance, and a burst that queues for the embedded
+// database's one writer can take longer than the default deadline on a loaded -race build.
+const (
+	stormOrders  = 512
+	stormTimeout = 5 * time.Second
+)
+
 // pair is two instances over one pair of shared stores: their base URLs and their logs.
 type pair struct {
 	bases [2]string
@@ -108,7 +116,7 @@ func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	var p pair
 	for i := range p.bases {
 		inst, err := app.New(ctx, log, app.Config{AdminToken: "secret", Lock: lockKind,
-			Order: order.Config{LockTTL: 10 * time.Second, ProcessingDelay: delay}}, st)
+			Order: order.Config{LockTTL: 10 * time.Second, Timeout: stormTimeout, ProcessingDelay: delay, MaxInflight: stormOrders}}, st)
 		require.NoError(t, err)
 		srv := httptest.NewServer(inst.Handler)
 		t.Cleanup(func() {
@@ -131,7 +139,8 @@ func realPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"seckill", "migrate"}, func(k string) string { return env[k] }, &out, io.Discard))
 	require.Regexp(t, `applied [1-9][0-9]* migration`, out.String(), "migrate on a fresh database")
-	env = withEnv(env, "SECKILL_LOCK", lockKind, "SECKILL_ORDER_DELAY", delay.String())
+	env = withEnv(env, "SECKILL_LOCK", lockKind, "SECKILL_ORDER_DELAY", delay.String(),
+		"SECKILL_MAX_INFLIGHT", strconv.Itoa(stormOrders), "SECKILL_ORDER_TIMEOUT", stormTimeout.String())
 	a, b := startServe(t, env), startServe(t, env)
 	return pair{bases: [2]string{a.base, b.base}, logs: func() string {
 		return fmt.Sprintf("instance a log:\n%s\ninstance b log:\n%s", a.log, b.log)

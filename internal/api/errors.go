@@ -25,6 +25,7 @@ const (
 	codeSoldOut          = "sold_out"
 	codeTooLarge         = "payload_too_large"
 	codeUnavailable      = "unavailable"
+	codeOverloaded       = "overloaded"
 	codeInternal         = "internal"
 )
 
@@ -58,7 +59,12 @@ var known = []struct {
 	{order.ErrSoldOut, statusCode{http.StatusConflict, codeSoldOut}, "the voucher is sold out"},
 	{order.ErrAlreadyOrdered, statusCode{http.StatusConflict, codeAlreadyOrdered}, "this user already ordered this voucher"},
 	{order.ErrInProgress, statusCode{http.StatusConflict, codeInProgress}, "another order of this user is in progress"},
+	{order.ErrOverloaded, statusCode{http.StatusServiceUnavailable, codeOverloaded}, "too many orders in progress; try again"},
 }
+
+// retryAfterOverloaded is the Retry-After, in seconds, of an overloaded answer: the orders
+// that filled the instance end within their deadline.
+const retryAfterOverloaded = "1"
 
 // writeServiceError answers err. Unknown errors (Redis or the database failing) answer 503:
 // the service fails closed and the client may retry.
@@ -68,6 +74,9 @@ func writeServiceError(c *gin.Context, log *slog.Logger, err error) {
 			msg := k.msg
 			if msg == "" {
 				msg = err.Error()
+			}
+			if k.err == order.ErrOverloaded {
+				c.Header("Retry-After", retryAfterOverloaded)
 			}
 			writeError(c, k.sc, msg)
 			return

@@ -16,6 +16,7 @@ const (
 	CodeSoldOut          = codeSoldOut
 	CodeTooLarge         = codeTooLarge
 	CodeUnavailable      = codeUnavailable
+	CodeOverloaded       = codeOverloaded
 	CodeInternal         = codeInternal
 )
 

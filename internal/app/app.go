@@ -31,13 +31,20 @@ type Config struct {
 	// Lock names the per-user guard: a key of LockKinds.
 	Lock string
 	// Order tunes the order service; Order.LockTTL is the lease every guard's TryLock gets
-	// (the watchdog guards renew it every LockTTL/3).
+	// (the watchdog guards renew it every LockTTL/3). Order.MaxInflight zero takes
+	// InflightPerConn times the database pool.
 	Order order.Config
 	// DBPool sizes the instance's database pool; zero fields take 32.
 	DBPool database.Pool
 	// RedisPool is the size of the instance's Redis pool; zero takes 128.
 	RedisPool int
 }
+
+// InflightPerConn is the default bound on an instance's orders in progress, per connection
+// of its database pool: a connection serves one transaction at a time, and an order spends
+// part of its time in Redis (the lock, the id) and answering; more orders than that would
+// only queue for a connection.
+const InflightPerConn = 2
 
 // Instance is one service instance: its own pools, process id, guard and metrics.
 type Instance struct {
@@ -62,9 +69,15 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	if !ok {
 		return nil, fmt.Errorf("app: unknown lock %q; want one of %s", cfg.Lock, LockKindNames())
 	}
+	if err := cfg.Order.Validate(); err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	pool := cfg.DBPool
 	if pool.MaxOpen <= 0 {
 		pool.MaxOpen = 32
+	}
+	if cfg.Order.MaxInflight == 0 {
+		cfg.Order.MaxInflight = InflightPerConn * pool.MaxOpen
 	}
 	if pool.MaxIdle <= 0 {
 		pool.MaxIdle = pool.MaxOpen

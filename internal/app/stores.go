@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -99,9 +100,32 @@ func (s *Stores) OpenDB(ctx context.Context, pool database.Pool) (*database.DB, 
 	return database.OpenMySQL(ctx, s.mysqlDSN, pool)
 }
 
+// The Redis client's timeouts: a dial, a wait for a pooled connection, each read and write.
+// A call whose context has an earlier deadline (an order's) ends at that deadline instead.
+const (
+	RedisDialTimeout = time.Second
+	RedisPoolTimeout = time.Second
+	RedisIOTimeout   = time.Second
+)
+
 // OpenRedis returns a new client, with its own pool, to the Redis server.
+//
+// Every call is bounded (RedisDialTimeout, RedisPoolTimeout, RedisIOTimeout, and the
+// context's deadline), and a command is never sent a second time: none of the lock commands
+// is idempotent. A SET NX resent after its reply was lost finds its own key and reports the
+// lock busy, leaving it taken until its TTL; an unlock resent reports the lock lost. The order
+// fails instead (503) and the client retries the whole order.
 func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
-	return redis.NewClient(&redis.Options{Addr: s.redisAddr, PoolSize: poolSize})
+	return redis.NewClient(&redis.Options{
+		Addr:                  s.redisAddr,
+		PoolSize:              poolSize,
+		DialTimeout:           RedisDialTimeout,
+		PoolTimeout:           RedisPoolTimeout,
+		ReadTimeout:           RedisIOTimeout,
+		WriteTimeout:          RedisIOTimeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
 }
 
 // Close stops the embedded stores and removes a temporary database directory.

@@ -31,8 +31,21 @@ type Pool struct {
 	MaxIdle int
 }
 
+// The network timeouts OpenMySQL gives a DSN that sets none of its own: a dial, and each read
+// or write on a connection. They are the backstop for a call whose context has no deadline;
+// an order's own deadline is shorter. Raise them in the DSN for a statement that may run
+// longer (a large migration).
+const (
+	DefaultDialTimeout  = 2 * time.Second // DSN timeout
+	DefaultReadTimeout  = 5 * time.Second // DSN readTimeout
+	DefaultWriteTimeout = 5 * time.Second // DSN writeTimeout
+)
+
 // OpenMySQL connects to MySQL or MariaDB with a go-sql-driver DSN. It forces parseTime and
-// UTC so that times round-trip unchanged whatever the DSN says about them.
+// UTC so that times round-trip unchanged whatever the DSN says about them, and sets the
+// DSN's timeout, readTimeout and writeTimeout to DefaultDialTimeout, DefaultReadTimeout and
+// DefaultWriteTimeout where it leaves them unset: without them a frozen server holds a
+// call, and its connection, until the kernel gives up on the TCP connection.
 func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg, err := mysqldriver.ParseDSN(dsn)
 	if err != nil {
@@ -40,6 +53,7 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	withDefaultTimeouts(cfg)
 	g, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg}), gormConfig())
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
@@ -61,6 +75,19 @@ func OpenSQLite(ctx context.Context, dir string, pool Pool) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	return finish(ctx, &DB{DB: g, Dialect: migrations.SQLite}, pool)
+}
+
+// withDefaultTimeouts sets the network timeouts cfg leaves at zero (none).
+func withDefaultTimeouts(cfg *mysqldriver.Config) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultDialTimeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
 }
 
 func gormConfig() *gorm.Config {

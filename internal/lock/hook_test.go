@@ -2,6 +2,8 @@ package lock_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -19,5 +21,27 @@ func (h recordHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func (h recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// lostReplyHook runs every SET, then reports a read timeout instead of its reply: the command
+// reached Redis, the answer never came back.
+type lostReplyHook struct{}
+
+var errLostReply = fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
+
+func (lostReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (lostReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := next(ctx, cmd); err != nil || cmd.Name() != "set" {
+			return err
+		}
+		cmd.SetErr(errLostReply)
+		return errLostReply
+	}
+}
+
+func (lostReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }

@@ -40,14 +40,28 @@ func NewSimpleRedisLock(client RedisClient, process, name string) *SimpleRedisLo
 // Key returns the lock's Redis key.
 func (l *SimpleRedisLock) Key() string { return l.key }
 
+// cleanupTimeout bounds the compare-and-delete that follows a SET NX without an answer.
+const cleanupTimeout = 500 * time.Millisecond
+
 // TryLock sets the key to this goroutine's owner value if it is absent, with expiry ttl, in
 // one SET NX PX command. It reports false, nil when the key exists (another owner holds it).
+//
+// On an error (a timeout, a broken connection) the SET may still have reached Redis and
+// taken the lock, with nobody to release it before ttl. So TryLock then deletes the key if,
+// and only if, it holds the owner value it sent (unlock.lua), on a context of its own
+// bounded by cleanupTimeout, and returns the SET's error: a lost reply does not strand the
+// user's lock for a whole ttl. That cleanup is best effort: if Redis runs the SET only after
+// it (a server frozen with both queued), the lock lives out its ttl.
 func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ttl < time.Millisecond {
 		return false, ErrInvalidTTL
 	}
-	ok, err := l.client.SetNX(ctx, l.key, owner(l.process), ttl).Result()
+	value := owner(l.process)
+	ok, err := l.client.SetNX(ctx, l.key, value, ttl).Result()
 	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = unlockScript.Run(cctx, l.client, []string{l.key}, value).Err()
 		return false, fmt.Errorf("lock %s: %w", l.key, err)
 	}
 	return ok, nil

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -199,4 +200,38 @@ func TestLocalLocks(t *testing.T) {
 	require.NoError(t, a.Unlock(ctx))
 	ok, _ = b.TryLock(ctx, 0)
 	assert.True(t, ok, "after release")
+}
+
+// TestSimpleRedisLockCleansUpALostReply: a SET NX that took the lock but whose reply was lost
+// (a timeout) is undone by TryLock, so the user's next try finds the lock free instead of
+// waiting out the TTL; a key that holds another owner's value is left alone.
+func TestSimpleRedisLockCleansUpALostReply(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+			t.Cleanup(func() { _ = lossy.Close() })
+			lossy.AddHook(lostReplyHook{})
+			process := lock.NewProcessID()
+
+			l := lock.NewSimpleRedisLock(lossy, process, testenv.Unique("lost-"))
+			ok, err := l.TryLock(ctx, time.Minute)
+			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the SET's error is returned")
+			assert.False(t, ok)
+			assert.Zero(t, srv.Client.Exists(ctx, l.Key()).Val(), "the lock the lost SET took is deleted")
+			again := lock.NewSimpleRedisLock(srv.Client, process, l.Key()[len("lock:"):])
+			ok, err = again.TryLock(ctx, time.Minute)
+			require.NoError(t, err)
+			assert.True(t, ok, "the next try takes the lock at once")
+			require.NoError(t, again.Unlock(ctx))
+
+			held := lock.NewSimpleRedisLock(lossy, process, testenv.Unique("lost-held-"))
+			require.NoError(t, srv.Client.Set(ctx, held.Key(), "another-owner", time.Minute).Err())
+			t.Cleanup(func() { srv.Client.Del(ctx, held.Key()) })
+			ok, err = held.TryLock(ctx, time.Minute)
+			require.Error(t, err)
+			assert.False(t, ok)
+			assert.Equal(t, "another-owner", srv.Client.Get(ctx, held.Key()).Val(), "another owner's lock is untouched")
+		})
+	}
 }

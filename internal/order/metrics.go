@@ -24,11 +24,16 @@ const (
 	ResultSaleNotActive  = "sale_not_active"
 	ResultDuplicateByDB  = "duplicate_blocked_by_db"
 	ResultError          = "error"
+	// ResultOverloaded counts orders refused at admission: the instance was at MaxInflight.
+	ResultOverloaded = "overloaded"
+	// ResultCanceled counts orders whose client went away before they finished: not a
+	// failure of the stores, so not an error.
+	ResultCanceled = "canceled"
 )
 
 // Results lists every result of MetricOrders, in the order reports show them.
 var Results = []string{ResultCreated, ResultAlreadyOrdered, ResultInProgress, ResultSoldOut,
-	ResultSaleNotActive, ResultDuplicateByDB, ResultError}
+	ResultSaleNotActive, ResultDuplicateByDB, ResultError, ResultOverloaded, ResultCanceled}
 
 // Results of MetricLockAcquire.
 const (
@@ -50,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricOrders,
-			Help: "Order attempts by result. duplicate_blocked_by_db counts duplicates that got past the lock and only the unique key stopped.",
+			Help: "Order attempts by result. duplicate_blocked_by_db counts duplicates that got past the lock and only the unique key stopped; overloaded, orders refused at admission; canceled, orders whose client went away.",
 		}, []string{ResultLabel}),
 		lockAcquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricLockAcquire,

@@ -14,6 +14,9 @@ var (
 	ErrSoldOut        = errors.New("order: sold out")
 	ErrAlreadyOrdered = errors.New("order: already ordered")
 	ErrInProgress     = errors.New("order: another order of this user is in progress")
+	// ErrOverloaded is returned at once when the instance already works on as many orders
+	// as Config.MaxInflight allows: nothing was tried, and the caller may retry shortly.
+	ErrOverloaded = errors.New("order: overloaded")
 	// ErrUnavailable wraps an infrastructure failure (Redis, the database): no order was
 	// placed, and the caller may retry.
 	ErrUnavailable = errors.New("order: unavailable")

@@ -32,43 +32,28 @@ type IDs interface {
 	Next(ctx context.Context) (int64, error)
 }
 
-// Config tunes the order service.
-type Config struct {
-	// LockTTL is how long the per-user lock lives if its holder never releases it.
-	LockTTL time.Duration
-	// ProcessingDelay simulates business work inside the critical section, between the
-	// existing-order check and the writes. Zero in production; the demo and load test set a
-	// few milliseconds so that the unguarded race shows reliably.
-	ProcessingDelay time.Duration
-	// Process, if set, replaces ProcessingDelay as the business step inside the critical
-	// section: it runs between the existing-order check and the writes of userID's order and
-	// must return well within LockTTL. The demo sets it to hold a broken guard's window open
-	// until a second request of the same user is inside.
-	Process func(ctx context.Context, userID int64) error
-	// Now is the clock for the sale window; nil means time.Now.
-	Now func() time.Time
-}
-
 // Service places orders.
 type Service struct {
-	vouchers Vouchers
+	vouchers *voucherCache
 	store    Store
 	locks    Locks
 	ids      IDs
 	metrics  *Metrics
 	log      *slog.Logger
 	cfg      Config
+	// slots holds one token per order in progress; nil when MaxInflight is zero.
+	slots chan struct{}
 }
 
-// NewService returns an order service.
+// NewService returns an order service. Zero fields of cfg take their defaults; app.New
+// refuses a cfg that Validate refuses.
 func NewService(vouchers Vouchers, store Store, locks Locks, ids IDs, metrics *Metrics, log *slog.Logger, cfg Config) *Service {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	cfg = cfg.withDefaults()
+	s := &Service{vouchers: newVoucherCache(vouchers, cfg.Now), store: store, locks: locks, ids: ids, metrics: metrics, log: log, cfg: cfg}
+	if cfg.MaxInflight > 0 {
+		s.slots = make(chan struct{}, cfg.MaxInflight)
 	}
-	if cfg.LockTTL <= 0 {
-		cfg.LockTTL = 10 * time.Second
-	}
-	return &Service{vouchers: vouchers, store: store, locks: locks, ids: ids, metrics: metrics, log: log, cfg: cfg}
+	return s
 }
 
 // LockName returns the name of the lock that serialises userID's orders ("order:42", Redis
@@ -79,10 +64,16 @@ func LockName(userID int64) string { return "order:" + strconv.FormatInt(userID,
 //
 // It returns voucher.ErrNotFound, ErrSaleNotActive, ErrSoldOut, ErrAlreadyOrdered (also when
 // the unique key caught a duplicate the lock let through, which is counted as
-// duplicate_blocked_by_db), ErrInProgress when another request of the user holds the lock, and
-// an error wrapping ErrUnavailable when Redis or the database failed; then no order exists.
+// duplicate_blocked_by_db), ErrInProgress when another request of the user holds the lock,
+// ErrOverloaded when the instance already works on MaxInflight orders, and an error wrapping
+// ErrUnavailable when Redis or the database failed or did not answer within the order's
+// deadline (Config.Timeout), or ctx was cancelled; then no order was placed, unless a commit
+// whose answer was lost went through, which a retry learns as ErrAlreadyOrdered.
 func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, error) {
 	id, result, err := s.place(ctx, userID, voucherID)
+	if result == ResultError && errors.Is(ctx.Err(), context.Canceled) {
+		result = ResultCanceled // the client went away: not a failure of the stores
+	}
 	if result != "" {
 		s.metrics.orders.WithLabelValues(result).Inc()
 	}
@@ -90,18 +81,37 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 }
 
 func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, string, error) {
-	v, err := s.vouchers.Get(ctx, voucherID)
-	switch {
-	case errors.Is(err, voucher.ErrNotFound):
-		return 0, "", err
-	case err != nil:
-		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	case !v.OnSale(s.cfg.Now()):
-		return 0, ResultSaleNotActive, ErrSaleNotActive
-	case v.Stock <= 0:
-		return 0, ResultSoldOut, ErrSoldOut
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	// The cheap checks come first, from the cache: a storm on a sold-out voucher takes no
+	// slot. Everything that talks to a store runs inside a slot, so the slots bound the
+	// goroutines and connections a hung store can hold.
+	v, cached := s.vouchers.cached(voucherID)
+	if cached {
+		if result, err := s.check(v); err != nil {
+			return 0, result, err
+		}
+	}
+	if !s.admit() {
+		return 0, ResultOverloaded, ErrOverloaded
+	}
+	defer s.leave()
+	if !cached {
+		var err error
+		v, err = s.vouchers.get(ctx, voucherID)
+		switch {
+		case errors.Is(err, voucher.ErrNotFound):
+			return 0, "", err
+		case err != nil:
+			return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if result, err := s.check(v); err != nil {
+			return 0, result, err
+		}
 	}
 
+	// The lock is taken last, once the order can proceed: its lease starts after the
+	// deadline did, so the order ends (commits or rolls back) while the lock is still ours.
 	l := s.locks.New(LockName(userID))
 	start := time.Now()
 	ok, err := l.TryLock(ctx, s.cfg.LockTTL)
@@ -119,6 +129,38 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 	// transaction, the lock would let a second request read before the first commits.
 	defer s.unlock(ctx, l, userID, voucherID)
 	return s.create(ctx, userID, voucherID)
+}
+
+// check refuses an order of v outside its sale window or without stock.
+func (s *Service) check(v voucher.Voucher) (string, error) {
+	switch {
+	case !v.OnSale(s.cfg.Now()):
+		return ResultSaleNotActive, ErrSaleNotActive
+	case v.Stock <= 0:
+		return ResultSoldOut, ErrSoldOut
+	}
+	return "", nil
+}
+
+// admit takes a slot if one is free; it never waits: a queue in front of a slow store only
+// makes every order in it slower, until they all time out.
+func (s *Service) admit() bool {
+	if s.slots == nil {
+		return true
+	}
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// leave frees the slot admit took.
+func (s *Service) leave() {
+	if s.slots != nil {
+		<-s.slots
+	}
 }
 
 func (s *Service) create(ctx context.Context, userID, voucherID int64) (int64, string, error) {

@@ -36,13 +36,22 @@ type fixture struct {
 	svc      *order.Service
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureWith(t, order.Config{}) }
+
+// newFixtureWith is newFixture with cfg (LockTTL 5s and the fixed clock unless cfg sets them).
+func newFixtureWith(t *testing.T, cfg order.Config) *fixture {
 	f := &fixture{
 		vouchers: mocks.NewVouchers(t), store: mocks.NewStore(t), locks: mocks.NewLocks(t),
 		ids: mocks.NewIDs(t), lock: lockmocks.NewLock(t), reg: prometheus.NewRegistry(),
 	}
+	if cfg.LockTTL == 0 {
+		cfg.LockTTL = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() time.Time { return now }
+	}
 	f.svc = order.NewService(f.vouchers, f.store, f.locks, f.ids, order.NewMetrics(f.reg),
-		slog.New(slog.NewTextHandler(io.Discard, nil)), order.Config{LockTTL: 5 * time.Second, Now: func() time.Time { return now }})
+		slog.New(slog.NewTextHandler(io.Discard, nil)), cfg)
 	return f
 }
 

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,11 +22,10 @@ import (
 type RedisProcess struct {
 	Addr string
 
-	t      testing.TB
-	bin    string
-	dir    string
-	cmd    *exec.Cmd
-	waited chan error
+	t   testing.TB
+	bin string
+	dir string
+	process
 }
 
 // RedisServerBin returns the redis-server binary: SECKILL_TEST_REDIS_SERVER_BIN, else the one
@@ -49,23 +49,35 @@ func StartRedisServer(t testing.TB) *RedisProcess {
 	t.Helper()
 	p := &RedisProcess{t: t, bin: RedisServerBin(t), dir: t.TempDir()}
 	t.Cleanup(p.kill)
+	if err := onFreePort(0, func(addr string) error { p.Addr = addr; return p.start() }); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	return p
+}
+
+// onFreePort calls start with a free address of 127.0.0.1 on a 16xxx port, first port if it
+// is not zero, until start succeeds or ten tries failed: another process may take the port
+// between the probe and the start.
+func onFreePort(first int, start func(addr string) error) error {
 	var errs []error
-	for range 10 { // another process may take the port between the probe and the start
+	for i := range 10 {
 		port := 16000 + rand.IntN(1000)
+		if i == 0 && first != 0 {
+			port = first
+		}
 		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}
+		addr := ln.Addr().String()
 		_ = ln.Close()
-		p.Addr = ln.Addr().String()
-		if err := p.start(); err != nil {
+		if err := start(addr); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		return p
+		return nil
 	}
-	t.Fatalf("start redis-server on a free 16xxx port: %v", errs)
-	return nil
+	return fmt.Errorf("no free 16xxx port it would start on: %v", errs)
 }
 
 // Client returns a new client of the server, closed when t ends.
@@ -90,19 +102,17 @@ func (p *RedisProcess) start() error {
 	log := filepath.Join(p.dir, "redis-"+port+".log")
 	cmd := exec.Command(p.bin, "--bind", "127.0.0.1", "--port", port,
 		"--save", "", "--appendonly", "no", "--dir", p.dir, "--logfile", log)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", p.bin, err)
+	if err := p.run(cmd); err != nil {
+		return err
 	}
-	p.cmd, p.waited = cmd, make(chan error, 1)
-	go func() { p.waited <- cmd.Wait() }()
 	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
 		select {
-		case err := <-p.waited:
-			p.waited <- err
+		case err := <-p.exited():
+			p.exited() <- err
 			return fmt.Errorf("redis-server on %s exited: %v (log: %s)", p.Addr, err, log)
 		case <-ctx.Done():
 			p.kill()
@@ -120,13 +130,16 @@ func (p *RedisProcess) start() error {
 	}
 }
 
-// kill ends the process, if any, and waits for it.
-func (p *RedisProcess) kill() {
-	if p.cmd == nil {
-		return
+// Freeze stops the server (SIGSTOP): it keeps its port and accepts connections, but answers
+// nothing, as a hung server does. Thaw resumes it.
+func (p *RedisProcess) Freeze() { p.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server (SIGCONT).
+func (p *RedisProcess) Thaw() { p.signal(syscall.SIGCONT) }
+
+func (p *RedisProcess) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.process.signal(sig); err != nil {
+		p.t.Fatalf("signal redis-server on %s: %v", p.Addr, err)
 	}
-	_ = p.cmd.Process.Kill()
-	err := <-p.waited
-	p.waited <- err
-	p.cmd = nil
 }

@@ -19,8 +19,11 @@ var lostReply = &Pitfall{
 	Story: "A's `SETNX` is executed by Redis, but the reply is lost on the way back: A sees an error, " +
 		"answers 503 and never unlocks, since as far as it knows it holds nothing. The key has no TTL: " +
 		"B is refused forever, although nobody is inside.",
-	Remedy: "A lease: with `SET NX PX` the orphaned key expires and B gets the lock. A network call has three " +
-		"steps (send, execute, reply) and any of them can fail independently: a lock must survive all three.",
+	Remedy: "A lease, and cleaning up after the error. With `SET NX PX` the orphaned key would expire when its " +
+		"lease ran out; lock.SimpleRedisLock's TryLock does not wait for that: when the SET fails it runs " +
+		"unlock.lua with the value it sent, deleting the key only if A's SET took it, and B gets the lock at once. " +
+		"A network call has three steps (send, execute, reply) and any of them can fail independently: a lock " +
+		"must survive all three.",
 	Variants: wrongFix("SETNX lock \"locked\" / DEL", "lock.SimpleRedisLock (SET NX PX)"),
 	play:     playLostReply,
 	judge:    livenessVerdict(noTTLReason),
@@ -62,13 +65,19 @@ func playLostReply(s *Scene, v Variant) error {
 		if err == nil {
 			return errors.New("the reply was not dropped")
 		}
-		a.Note("sees an error, answers 503 and never unlocks: as far as A knows, it holds no lock")
+		if v.Wrong {
+			a.Note("sees an error, answers 503 and never unlocks: as far as A knows, it holds no lock")
+		} else {
+			a.Note("sees an error and answers 503: TryLock has already deleted the key its lost SET took")
+		}
 		return nil
 	}, withFault(&loseFirstReply{scene: s}))
 	s.Go("B", func(ctx context.Context, a *Actor) error { return guarded(ctx, a, mk(a), s.Lease()) })
 	s.Finish("A")
-	if err := s.Expire(lockKey(name)); err != nil {
-		return err
+	if v.Wrong {
+		if err := s.Expire(lockKey(name)); err != nil {
+			return err
+		}
 	}
 	s.Finish("B")
 	return nil
