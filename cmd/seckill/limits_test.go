@@ -112,7 +112,7 @@ func TestServeLimits(t *testing.T) {
 // cancelled when the deadline passed).
 func TestServeReadTimeoutDoesNotCutOrders(t *testing.T) {
 	delay := readTimeout + 500*time.Millisecond
-	s := startServe(t, withEnv(nil, "SECKILL_ORDER_DELAY", delay.String(), "SECKILL_LOCK_TTL", "30s"))
+	s := startServe(t, withEnv(nil, "SECKILL_ORDER_DELAY", delay.String(), "SECKILL_LOCK_TTL", "30s", "SECKILL_ORDER_TIMEOUT", "10s"))
 	vid := mustCreateVoucher(t, s.base, 1)
 	start := time.Now()
 	code, _ := postOrder(t, s.base, vid, 9)
