@@ -8,9 +8,10 @@ test:
 	$(GO) test -race ./...
 
 ## test-integration: the same suites plus the real MariaDB/MySQL, Redis, ZooKeeper and nginx (never skipped);
-## starts ZooKeeper on 127.0.0.1:2181 with scripts/services.sh (installing it when absent) unless it answers
+## starts ZooKeeper on 127.0.0.1:2181 and RedLock's five Redis nodes on 127.0.0.1:7001-7005 with
+## scripts/services.sh (installing them when absent) unless they answer
 test-integration:
-	scripts/services.sh up zookeeper
+	scripts/services.sh up
 	$(GO) test -race -count=1 -tags integration ./...
 
 ## build: the binary at bin/seckill

@@ -6,7 +6,8 @@
 # the state directory, so a test or a person can stop one and start it again:
 #
 #   scripts/services.sh up [NAME...]      start what is not running (all by default), wait until
-#                                         each answers; idempotent
+#                                         each answers; idempotent. A server that already answers
+#                                         on its port, started elsewhere, is used as it is
 #   scripts/services.sh down [NAME...]    stop what `up` started (all by default), by its pidfile
 #   scripts/services.sh status [NAME...]  one line per server; exit 1 if any is not answering
 #
@@ -126,17 +127,25 @@ cmd_up() {
 	((redis)) && ensure_pkg redis-cli redis-tools
 	((zk)) && ensure_pkg "$ZK_JAR" zookeeper
 	((zk)) && ensure_pkg java default-jre-headless
+	local start=()
 	for name in "$@"; do
 		if alive "$name"; then
 			log "$name already runs (pid $(<"$RUN_DIR/$name/pid"))"
 			continue
 		fi
+		# One that answers on the port but was started elsewhere (another checkout's
+		# services.sh, a system service) serves as well; `down` leaves it alone.
+		if answers "$name"; then
+			log "$name answers on its port (not started by this script in $RUN_DIR): using it"
+			continue
+		fi
+		start+=("$name")
 		case $name in
 		redis-*) start_redis "$name" ;;
 		zookeeper) start_zookeeper ;;
 		esac
 	done
-	for name in "$@"; do
+	for name in ${start[@]+"${start[@]}"}; do
 		for ((i = 0; i < WAIT * 10; i++)); do
 			answers "$name" && break
 			# A redis pidfile appears only once the daemon has forked: give it a moment.
@@ -187,7 +196,9 @@ cmd_status() {
 		redis-*) addr=127.0.0.1:${name#redis-} ;;
 		zookeeper) addr=127.0.0.1:$ZK_PORT ;;
 		esac
-		if ! alive "$name"; then
+		if ! alive "$name" && answers "$name"; then
+			state="ready (not started by this script)"
+		elif ! alive "$name"; then
 			state=stopped
 			rc=1
 		elif answers "$name"; then

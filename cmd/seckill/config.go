@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seckill/seckill/internal/app"
@@ -27,6 +30,9 @@ type config struct {
 	maxInflight int
 	orderDelay  time.Duration
 	dataDir     string // where the embedded database lives; empty: a fresh temporary directory
+	// redlockAddrs are RedLock's nodes; nil: app.DefaultRedLockAddrs, or embedded ones.
+	redlockAddrs []string
+	zkAddrs      []string // the ZooKeeper ensemble
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -45,6 +51,9 @@ var settings = []envFlag{
 	{"SECKILL_MAX_INFLIGHT", "max-inflight", "0", "orders an instance works on at once, the rest answered 503 overloaded; 0: 2 per database connection (64)"},
 	{"SECKILL_ORDER_DELAY", "order-delay", "0s", "simulated business processing inside the critical section"},
 	{"SECKILL_DATA_DIR", "data-dir", "", "directory of the embedded database; empty uses a new temporary directory"},
+	{"SECKILL_REDLOCK_ADDRS", "redlock-addrs", "", "comma-separated host:port of the independent Redis nodes of SECKILL_LOCK=redlock; " +
+		"empty: " + strings.Join(app.DefaultRedLockAddrs, ",") + " (scripts/services.sh), or five embedded Redis servers with the embedded stores"},
+	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
@@ -98,7 +107,36 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if _, ok := app.LockKinds[cfg.lock]; !ok {
 		return config{}, fmt.Errorf("SECKILL_LOCK=%q: want one of %s", cfg.lock, app.LockKindNames())
 	}
+	if cfg.redlockAddrs, err = parseAddrs("SECKILL_REDLOCK_ADDRS", *vals["SECKILL_REDLOCK_ADDRS"]); err != nil {
+		return config{}, err
+	}
+	if cfg.zkAddrs, err = parseAddrs("SECKILL_ZOOKEEPER_ADDRS", *vals["SECKILL_ZOOKEEPER_ADDRS"]); err != nil {
+		return config{}, err
+	}
 	return cfg, nil
+}
+
+// parseAddrs reads a comma-separated list of host:port; empty is nil.
+func parseAddrs(name, v string) ([]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	var addrs []string
+	for _, a := range strings.Split(v, ",") {
+		a = strings.TrimSpace(a)
+		host, port, err := net.SplitHostPort(a)
+		if err == nil && (host == "" || port == "") {
+			err = errors.New("want host:port")
+		}
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s=%q: address %q: %w", name, v, a, err)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
 }
 
 func parseDuration(name, v string, min time.Duration) (time.Duration, error) {
@@ -128,7 +166,8 @@ func (c config) checkStores() error {
 
 // openStores opens the stores cfg names, saying so loudly when they are the embedded ones.
 func openStores(ctx context.Context, log *slog.Logger, cfg config) (*app.Stores, error) {
-	st, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: cfg.mysqlDSN, RedisAddr: cfg.redisAddr, DataDir: cfg.dataDir})
+	st, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: cfg.mysqlDSN, RedisAddr: cfg.redisAddr, DataDir: cfg.dataDir,
+		RedLockAddrs: cfg.redlockAddrs, ZooKeeperAddrs: cfg.zkAddrs})
 	if err != nil {
 		return nil, err
 	}
@@ -147,4 +186,19 @@ func (c config) appConfig() app.Config {
 		Order: order.Config{LockTTL: c.lockTTL, Timeout: c.orderTimeout, MaxInflight: c.maxInflight,
 			ProcessingDelay: c.orderDelay},
 	}
+}
+
+// newInstance wires an instance with app.New; a lock backend that does not answer is reported
+// with the setting that names it and how to start one for development.
+func newInstance(ctx context.Context, log *slog.Logger, cfg app.Config, st *app.Stores) (*app.Instance, error) {
+	inst, err := app.New(ctx, log, cfg, st)
+	var be *app.LockBackendError
+	if errors.As(err, &be) {
+		hint := map[string]string{
+			"redlock":   "SECKILL_REDLOCK_ADDRS (`scripts/services.sh up` starts five nodes on " + strings.Join(app.DefaultRedLockAddrs, ",") + ")",
+			"zookeeper": "SECKILL_ZOOKEEPER_ADDRS (`scripts/services.sh up zookeeper` starts one on 127.0.0.1:2181)",
+		}[be.Kind]
+		return nil, fmt.Errorf("SECKILL_LOCK=%s: %w; check %s", be.Kind, err, hint)
+	}
+	return inst, err
 }

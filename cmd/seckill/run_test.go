@@ -12,10 +12,12 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,7 +110,7 @@ type pair struct {
 func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	t.Helper()
 	ctx := context.Background()
-	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir()})
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()}})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	logs := &syncBuffer{}
@@ -117,7 +119,7 @@ func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	for i := range p.bases {
 		inst, err := app.New(ctx, log, app.Config{AdminToken: "secret", Lock: lockKind,
 			Order: order.Config{LockTTL: 10 * time.Second, Timeout: stormTimeout, ProcessingDelay: delay, MaxInflight: stormOrders}}, st)
-		require.NoError(t, err)
+		testenv.NeedLockServer(t, err)
 		srv := httptest.NewServer(inst.Handler)
 		t.Cleanup(func() {
 			srv.Close()
@@ -133,8 +135,10 @@ func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 func realPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	t.Helper()
 	env := map[string]string{
-		"SECKILL_MYSQL_DSN":  testenv.MySQLDSN(t),
-		"SECKILL_REDIS_ADDR": testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379"),
+		"SECKILL_MYSQL_DSN":       testenv.MySQLDSN(t),
+		"SECKILL_REDIS_ADDR":      testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379"),
+		"SECKILL_REDLOCK_ADDRS":   strings.Join(testenv.RedLockAddrs(), ","),
+		"SECKILL_ZOOKEEPER_ADDRS": testenv.ZooKeeperAddr(),
 	}
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"seckill", "migrate"}, func(k string) string { return env[k] }, &out, io.Discard))
@@ -189,56 +193,71 @@ func counts(t *testing.T, base string) order.Counts {
 	return c
 }
 
+// backendGuards are the guards whose backend differs: SimpleRedisLock, RedLock (five
+// embedded Redis servers, or scripts/services.sh's nodes with the real stores), the table
+// lock, and in integration builds ZooKeeper.
+func backendGuards() []string {
+	g := []string{"redis", "redlock", "mysql"}
+	if testenv.Integration {
+		g = append(g, "zookeeper")
+	}
+	return g
+}
+
 // TestTwoInstancesOneOrderPerUser is the service's promise end to end: two instances over
-// shared stores, each user storming both at once, and the books balance.
+// shared stores, each user storming both at once, and the books balance; with each backend.
 func TestTwoInstancesOneOrderPerUser(t *testing.T) {
 	for name, start := range pairs() {
-		t.Run(name, func(t *testing.T) {
-			p := start(t, "redis", 2*time.Millisecond)
-			const stock, users, perUser = 25, 60, 6
-			vid := mustCreateVoucher(t, p.bases[0], stock)
-
-			var mu sync.Mutex
-			codes := map[string]int{}
-			created := map[int64]string{}
-			var wg sync.WaitGroup
-			for u := int64(1); u <= users; u++ {
-				start := make(chan struct{})
-				for i := range perUser {
-					base := p.bases[i%2]
-					wg.Go(func() {
-						<-start
-						code, orderID := postOrder(t, base, vid, u)
-						mu.Lock()
-						defer mu.Unlock()
-						codes[code]++
-						if code == "created" {
-							assert.Empty(t, created[u], "user %d got two orders", u)
-							created[u] = orderID
-						}
-					})
-				}
-				close(start)
-			}
-			wg.Wait()
-			if t.Failed() || codes["unavailable"] > 0 {
-				t.Log(p.logs())
-			}
-
-			assert.Equal(t, users*perUser, codes["created"]+codes["order_in_progress"]+codes["already_ordered"]+codes["sold_out"],
-				"every answer is one of the expected ones: %v", codes)
-			assert.Equal(t, stock, codes["created"], "stock sold exactly: %v", codes)
-			var left struct{ Stock int }
-			getJSON(t, p.bases[0]+"/api/vouchers/"+strconv.FormatInt(vid, 10), &left)
-			assert.Zero(t, left.Stock)
-			a, b := counts(t, p.bases[0]), counts(t, p.bases[1])
-			for _, c := range []order.Counts{a, b} {
-				assert.Zero(t, c.Orders[order.ResultDuplicateByDB], "duplicates reached the DB")
-				assert.Zero(t, c.LockLost)
-			}
-			assert.Equal(t, float64(stock), a.Orders[order.ResultCreated]+b.Orders[order.ResultCreated])
-		})
+		for _, guard := range backendGuards() {
+			t.Run(name+"/"+guard, func(t *testing.T) { oneOrderPerUser(t, start(t, guard, 2*time.Millisecond)) })
+		}
 	}
+}
+
+func oneOrderPerUser(t *testing.T, p pair) {
+	t.Helper()
+	const stock, users, perUser = 25, 60, 6
+	vid := mustCreateVoucher(t, p.bases[0], stock)
+
+	var mu sync.Mutex
+	codes := map[string]int{}
+	created := map[int64]string{}
+	var wg sync.WaitGroup
+	for u := int64(1); u <= users; u++ {
+		start := make(chan struct{})
+		for i := range perUser {
+			base := p.bases[i%2]
+			wg.Go(func() {
+				<-start
+				code, orderID := postOrder(t, base, vid, u)
+				mu.Lock()
+				defer mu.Unlock()
+				codes[code]++
+				if code == "created" {
+					assert.Empty(t, created[u], "user %d got two orders", u)
+					created[u] = orderID
+				}
+			})
+		}
+		close(start)
+	}
+	wg.Wait()
+	if t.Failed() || codes["unavailable"] > 0 {
+		t.Log(p.logs())
+	}
+
+	assert.Equal(t, users*perUser, codes["created"]+codes["order_in_progress"]+codes["already_ordered"]+codes["sold_out"],
+		"every answer is one of the expected ones: %v", codes)
+	assert.Equal(t, stock, codes["created"], "stock sold exactly: %v", codes)
+	var left struct{ Stock int }
+	getJSON(t, p.bases[0]+"/api/vouchers/"+strconv.FormatInt(vid, 10), &left)
+	assert.Zero(t, left.Stock)
+	a, b := counts(t, p.bases[0]), counts(t, p.bases[1])
+	for _, c := range []order.Counts{a, b} {
+		assert.Zero(t, c.Orders[order.ResultDuplicateByDB], "duplicates reached the DB")
+		assert.Zero(t, c.LockLost)
+	}
+	assert.Equal(t, float64(stock), a.Orders[order.ResultCreated]+b.Orders[order.ResultCreated])
 }
 
 // TestGracefulShutdownFinishesInFlightOrder: SIGTERM (the context) while an order is inside
@@ -306,13 +325,70 @@ func getJSON(t *testing.T, url string, v any) {
 // instances in turn), so one user whose requests meet is enough; -delay bounds that wait, and
 // with 60 users a meeting within 100 ms is certain. The safe guards wait the bound alone.
 func TestDemoShowsEachGuard(t *testing.T) {
+	guards := "none,local,redis,reentrant,fair,localremote,redlock,mysql"
+	env := map[string]string{}
+	want := []string{"none         FAILS AS EXPECTED", "local        FAILS AS EXPECTED", "redis        PASS",
+		"reentrant    PASS", "fair         PASS", "localremote  PASS", "redlock      PASS", "mysql        PASS"}
+	if testenv.Integration {
+		guards += ",zookeeper"
+		env["SECKILL_ZOOKEEPER_ADDRS"] = testenv.ZooKeeperAddr()
+		want = append(want, "zookeeper    PASS")
+	}
 	var out bytes.Buffer
-	err := run(context.Background(), []string{"seckill", "demo", "-users", "60", "-per-user", "8", "-stock", "200", "-delay", "100ms"},
-		func(string) string { return "" }, &out, io.Discard)
+	err := run(context.Background(), []string{"seckill", "demo", "-users", "60", "-per-user", "8", "-stock", "200", "-delay", "100ms",
+		"-guards", guards}, func(k string) string { return env[k] }, &out, io.Discard)
 	require.NoError(t, err, out.String())
-	for _, want := range []string{"none         FAILS AS EXPECTED", "local        FAILS AS EXPECTED", "redis        PASS",
-		"reentrant    PASS", "fair         PASS", "localremote  PASS"} {
-		assert.Contains(t, out.String(), want)
+	for _, w := range want {
+		assert.Contains(t, out.String(), w)
+	}
+}
+
+// TestDemoWithoutZooKeeper: the demo's ZooKeeper row needs a real ZooKeeper; without one the
+// demo says how to start it and does not fail.
+func TestDemoWithoutZooKeeper(t *testing.T) {
+	var out bytes.Buffer
+	env := map[string]string{"SECKILL_ZOOKEEPER_ADDRS": closedAddr(t)}
+	err := run(context.Background(), []string{"seckill", "demo", "-users", "4", "-per-user", "2", "-stock", "10", "-guards", "redis,zookeeper"},
+		func(k string) string { return env[k] }, &out, io.Discard)
+	require.NoError(t, err, out.String())
+	assert.Contains(t, out.String(), "redis        PASS")
+	assert.Contains(t, out.String(), "zookeeper    NOT RUN: no ZooKeeper answers at "+env["SECKILL_ZOOKEEPER_ADDRS"])
+	assert.Contains(t, out.String(), "scripts/services.sh up zookeeper")
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	return freeAddr(t) // closed again when freeAddr returns
+}
+
+// TestServeFailsWithoutItsLockBackend: a guard whose own backend does not answer fails serve
+// at start, naming the setting and how to start the servers; RedLock with fewer than a quorum
+// of nodes, ZooKeeper with no session within the connect timeout.
+func TestServeFailsWithoutItsLockBackend(t *testing.T) {
+	dead := []string{closedAddr(t), closedAddr(t), closedAddr(t)}
+	live := []string{miniredis.RunT(t).Addr(), miniredis.RunT(t).Addr()}
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"redlock, two of five", map[string]string{"SECKILL_LOCK": "redlock", "SECKILL_REDLOCK_ADDRS": strings.Join(append(live, dead...), ",")},
+			[]string{"SECKILL_REDLOCK_ADDRS", "2 of 5 nodes answer PING, a quorum is 3", dead[0], "scripts/services.sh up"}},
+		{"zookeeper", map[string]string{"SECKILL_LOCK": "zookeeper", "SECKILL_ZOOKEEPER_ADDRS": dead[0]},
+			[]string{"SECKILL_ZOOKEEPER_ADDRS", dead[0], "scripts/services.sh up zookeeper"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*app.LockConnectTimeout)
+			defer cancel()
+			err := run(ctx, []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"}, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+			require.Error(t, err)
+			require.NoError(t, ctx.Err(), "serve did not fail at start: %v", err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
 	}
 }
 
@@ -335,6 +411,10 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "migrate"}, map[string]string{"SECKILL_REDIS_ADDR": "127.0.0.1:1"}, "SECKILL_MYSQL_DSN is not set but SECKILL_REDIS_ADDR is"},
 		{[]string{"seckill", "demo"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, "set both or neither"},
 		{[]string{"seckill", "demo", "-guards", "redis,zk"}, nil, "unknown guard"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDLOCK_ADDRS": "127.0.0.1:7001,127.0.0.1"}, `SECKILL_REDLOCK_ADDRS="127.0.0.1:7001,127.0.0.1": address "127.0.0.1"`},
+		{[]string{"seckill", "serve", "-redlock-addrs", "127.0.0.1:7001,,127.0.0.1:7002"}, nil, "SECKILL_REDLOCK_ADDRS"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": "zk:port"}, "SECKILL_ZOOKEEPER_ADDRS"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": ":2181"}, "SECKILL_ZOOKEEPER_ADDRS"},
 	}
 	for _, tt := range tests {
 		err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)

@@ -72,7 +72,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	defer st.Close()
 	warnUnsafeLock(log, cfg.lock)
 
-	inst, err := app.New(ctx, log, cfg.appConfig(), st)
+	inst, err := newInstance(ctx, log, cfg.appConfig(), st)
 	if err != nil {
 		return err
 	}

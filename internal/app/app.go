@@ -98,16 +98,34 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	}
 
 	inst.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	locks, closeLocks := kind.New(rdb, inst.Process)
-	inst.closers = append([]func() error{closeLocks}, inst.closers...)
-
-	vouchers := voucher.NewService(voucher.NewStore(db.DB))
-	orders := order.NewService(vouchers, order.NewSQLStore(db), locks, idgen.New(rdb, "order"),
-		order.NewMetrics(inst.Registry), log, cfg.Order)
-	inst.Ready = api.NewReadiness(log, map[string]api.Check{
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		_ = inst.Close()
+		return nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, LockConnectTimeout)
+	guard, err := kind.New(LockEnv{Ctx: lctx, Log: log, Redis: rdb, RedisPool: cfg.RedisPool, DB: sqlDB,
+		Dialect: db.Dialect, Process: inst.Process, OrderTimeout: cfg.Order.EffectiveTimeout(), Stores: st})
+	cancel()
+	if err != nil {
+		_ = inst.Close()
+		return nil, err
+	}
+	if guard.Close != nil {
+		inst.closers = append([]func() error{guard.Close}, inst.closers...)
+	}
+	checks := map[string]api.Check{
 		"database": db.Ping,
 		"redis":    func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
-	})
+	}
+	if guard.Ready != nil {
+		checks["lock"] = guard.Ready
+	}
+
+	vouchers := voucher.NewService(voucher.NewStore(db.DB))
+	orders := order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, idgen.New(rdb, "order"),
+		order.NewMetrics(inst.Registry), log, cfg.Order)
+	inst.Ready = api.NewReadiness(log, checks)
 	inst.Ready.Start(api.ReadyInterval)
 	inst.closers = append([]func() error{inst.Ready.Close}, inst.closers...)
 	inst.Handler = api.NewServer(log, api.Config{

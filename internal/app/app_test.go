@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -9,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -32,21 +36,28 @@ func TestOpenStoresAllOrNothing(t *testing.T) {
 }
 
 // TestNewEveryLockKind wires an instance with each guard over the embedded stores and asks
-// it whether it is ready.
+// it whether it is ready; the guards with a backend of their own add the check "lock". The
+// ZooKeeper guard needs a real ZooKeeper: integration builds only.
 func TestNewEveryLockKind(t *testing.T) {
 	ctx := context.Background()
-	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir()})
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()}})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	require.True(t, st.Embedded)
 	require.NotNil(t, st.Mini)
 	for kind := range app.LockKinds {
+		if kind == "zookeeper" && !testenv.Integration {
+			continue
+		}
 		t.Run(kind, func(t *testing.T) {
 			inst, err := app.New(ctx, discard, app.Config{Lock: kind, Order: order.Config{LockTTL: time.Second}}, st)
+			if kind == "zookeeper" {
+				testenv.NeedLockServer(t, err)
+			}
 			require.NoError(t, err)
-			w := httptest.NewRecorder()
-			inst.Handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-			assert.Equal(t, http.StatusOK, w.Code, "readyz: %s", w.Body)
+			checks := readyChecks(t, inst, http.StatusOK)
+			ownBackend := kind == "redlock" || kind == "zookeeper"
+			assert.Equal(t, ownBackend, checks["lock"] != nil, "the check \"lock\" in %v", checks)
 			_, err = order.ReadCounts(inst.Registry)
 			assert.NoError(t, err, "the order counters are registered")
 			assert.NotEmpty(t, inst.Process)
@@ -55,4 +66,84 @@ func TestNewEveryLockKind(t *testing.T) {
 	}
 	_, err = app.New(ctx, discard, app.Config{Lock: "zk"}, st)
 	assert.ErrorContains(t, err, "unknown lock")
+}
+
+// readyChecks refreshes inst's readiness and returns /readyz's checks, wanting status code.
+func readyChecks(t *testing.T, inst *app.Instance, code int) map[string]any {
+	t.Helper()
+	inst.Ready.Refresh(context.Background())
+	w := httptest.NewRecorder()
+	inst.Handler.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	require.Equal(t, code, w.Code, "readyz: %s", w.Body)
+	var body struct{ Checks map[string]any }
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
+	return body.Checks
+}
+
+// TestRedLockQuorum: an instance starts, and stays ready, while a quorum of RedLock's nodes
+// answers; with fewer it refuses to start, naming the nodes, and reports "lock" not ready.
+func TestRedLockQuorum(t *testing.T) {
+	ctx := context.Background()
+	nodes := make([]*miniredis.Miniredis, 5)
+	addrs := make([]string, 5)
+	for i := range nodes {
+		nodes[i] = miniredis.RunT(t)
+		addrs[i] = nodes[i].Addr()
+	}
+	open := func() *app.Stores {
+		st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), RedLockAddrs: addrs})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		return st
+	}
+	cfg := app.Config{Lock: "redlock", Order: order.Config{LockTTL: time.Second}}
+
+	nodes[3].Close()
+	nodes[4].Close() // three of five: a quorum
+	inst, err := app.New(ctx, discard, cfg, open())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	assert.Equal(t, "ok", readyChecks(t, inst, http.StatusOK)["lock"])
+
+	nodes[2].Close() // two of five
+	checks := readyChecks(t, inst, http.StatusServiceUnavailable)
+	assert.Contains(t, checks["lock"], "2 of 5 nodes answer PING, a quorum is 3")
+	assert.Equal(t, "ok", checks["redis"])
+
+	_, err = app.New(ctx, discard, cfg, open())
+	var be *app.LockBackendError
+	require.ErrorAs(t, err, &be)
+	assert.Equal(t, "redlock", be.Kind)
+	assert.ErrorIs(t, err, lock.ErrNoQuorum)
+	for _, a := range addrs[2:] {
+		assert.Contains(t, err.Error(), a, "a node that did not answer")
+	}
+
+	require.NoError(t, nodes[2].Restart())
+	assert.Equal(t, "ok", readyChecks(t, inst, http.StatusOK)["lock"], "back to a quorum")
+}
+
+// TestEmbeddedRedLockNodesShared: with the embedded stores and no RedLock nodes configured,
+// every instance runs on the same five embedded Redis servers, so their RedLocks exclude
+// each other.
+func TestEmbeddedRedLockNodesShared(t *testing.T) {
+	ctx := context.Background()
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	a, err := st.RedLockAddrs()
+	require.NoError(t, err)
+	assert.Len(t, a, 5)
+	b, err := st.RedLockAddrs()
+	require.NoError(t, err)
+	assert.Equal(t, a, b, "one set of nodes for every instance")
+	for _, addr := range a {
+		assert.NotEqual(t, st.Mini.Addr(), addr, "the RedLock nodes are not the stores' Redis")
+	}
+
+	real, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: "root:@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1"})
+	require.NoError(t, err)
+	got, err := real.RedLockAddrs()
+	require.NoError(t, err)
+	assert.Equal(t, app.DefaultRedLockAddrs, got, "the real stores default to scripts/services.sh's nodes")
 }

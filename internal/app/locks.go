@@ -1,54 +1,98 @@
 package app
 
 import (
+	"context"
+	"database/sql"
+	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/migrations"
 )
+
+// LockEnv is what a guard may be built from: the instance's own pools and process id, and the
+// shared servers of the backends that have their own.
+type LockEnv struct {
+	// Ctx bounds connecting to a backend of the guard's own (LockConnectTimeout): an
+	// unreachable one fails the instance at start.
+	Ctx context.Context
+	// Log receives the backend client's own messages (ZooKeeper's connections).
+	Log *slog.Logger
+	// Redis is the instance's Redis pool; RedisPool its size, which each RedLock node's pool
+	// gets too.
+	Redis     redis.UniversalClient
+	RedisPool int
+	// DB is the instance's database pool, in SQL dialect Dialect, migrated.
+	DB      *sql.DB
+	Dialect migrations.Dialect
+	// Process identifies the instance in the lock values it writes.
+	Process string
+	// OrderTimeout is each order's deadline, which a guard's TryLock runs within.
+	OrderTimeout time.Duration
+	// Stores are the servers the instances share: RedLockAddrs, ZooKeeperAddrs.
+	Stores *Stores
+}
+
+// Guard is one instance's per-user guard.
+type Guard struct {
+	Locks order.Locks
+	// Close releases what the guard holds open; nil when nothing.
+	Close func() error
+	// Ready checks a backend of the guard's own for /readyz (the check "lock"); nil when the
+	// guard has none besides the instance's database and Redis, which are checked anyway.
+	Ready api.Check
+}
 
 // LockKind is one per-user guard an instance can run with.
 type LockKind struct {
 	// Safe is false for the guards that exist to show failure.
 	Safe bool
-	// New builds the guard of one instance; process is the instance's id. The lease is not
-	// the guard's: the order service passes order.Config.LockTTL (SECKILL_LOCK_TTL) to every
-	// TryLock. The returned func releases what the guard holds open.
-	New func(client redis.UniversalClient, process string) (order.Locks, func() error)
+	// New builds the guard of one instance. The lease is not the guard's: the order service
+	// passes order.Config.LockTTL (SECKILL_LOCK_TTL) to every TryLock. An error wrapping a
+	// *LockBackendError says the guard's own backend did not answer.
+	New func(env LockEnv) (Guard, error)
 }
 
 // LockKinds are the guards by name (SECKILL_LOCK's values).
 var LockKinds = map[string]LockKind{
-	"redis": {Safe: true, New: func(c redis.UniversalClient, process string) (order.Locks, func() error) {
-		return lock.NewSimpleRedisLocks(c, process), noClose
+	"redis": {Safe: true, New: func(env LockEnv) (Guard, error) {
+		return Guard{Locks: lock.NewSimpleRedisLocks(env.Redis, env.Process)}, nil
 	}},
 	// The Redisson-style locks hold with the watchdog: TryLock's lease, SECKILL_LOCK_TTL, is
 	// renewed every TTL/3 while the order runs, so a slow order keeps its lock and a crashed
 	// instance's lock expires within one TTL.
-	"reentrant": {Safe: true, New: func(c redis.UniversalClient, process string) (order.Locks, func() error) {
-		lc := lock.NewClient(c, lock.Options{Process: process})
-		return lock.NewReentrantLocks(lc), lc.Close
+	"reentrant": {Safe: true, New: func(env LockEnv) (Guard, error) {
+		lc := lock.NewClient(env.Redis, lock.Options{Process: env.Process})
+		return Guard{Locks: lock.NewReentrantLocks(lc), Close: lc.Close}, nil
 	}},
-	"fair": {Safe: true, New: func(c redis.UniversalClient, process string) (order.Locks, func() error) {
-		lc := lock.NewClient(c, lock.Options{Process: process})
-		return lock.NewFairLocks(lc), lc.Close
+	"fair": {Safe: true, New: func(env LockEnv) (Guard, error) {
+		lc := lock.NewClient(env.Redis, lock.Options{Process: env.Process})
+		return Guard{Locks: lock.NewFairLocks(lc), Close: lc.Close}, nil
 	}},
-	"localremote": {Safe: true, New: func(c redis.UniversalClient, process string) (order.Locks, func() error) {
-		lc := lock.NewClient(c, lock.Options{Process: process})
-		return lock.NewLocalRemoteLocks(lock.NewRegistry(lc)), lc.Close
+	"localremote": {Safe: true, New: func(env LockEnv) (Guard, error) {
+		lc := lock.NewClient(env.Redis, lock.Options{Process: env.Process})
+		return Guard{Locks: lock.NewLocalRemoteLocks(lock.NewRegistry(lc)), Close: lc.Close}, nil
 	}},
-	"local": {New: func(redis.UniversalClient, string) (order.Locks, func() error) {
-		return lock.NewLocalLocks(), noClose
+	"redlock":   {Safe: true, New: newRedLockGuard},
+	"zookeeper": {Safe: true, New: newZooKeeperGuard},
+	// The table lock runs on the instance's own database pool: its availability is the
+	// database's, which /readyz checks already.
+	"mysql": {Safe: true, New: func(env LockEnv) (Guard, error) {
+		return Guard{Locks: lock.NewMySQLLocks(env.DB, env.Dialect, env.Process, lock.MySQLLockOptions{})}, nil
 	}},
-	"none": {New: func(redis.UniversalClient, string) (order.Locks, func() error) {
-		return lock.NewNoLocks(), noClose
+	"local": {New: func(LockEnv) (Guard, error) {
+		return Guard{Locks: lock.NewLocalLocks()}, nil
+	}},
+	"none": {New: func(LockEnv) (Guard, error) {
+		return Guard{Locks: lock.NewNoLocks()}, nil
 	}},
 }
-
-func noClose() error { return nil }
 
 // LockKindNames lists the guards' names, sorted and separated by "|".
 func LockKindNames() string {

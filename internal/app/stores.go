@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -14,12 +15,25 @@ import (
 )
 
 // StoresConfig says where the data lives: both MySQLDSN and RedisAddr set (the real stores),
-// or both empty (embedded ones).
+// or both empty (embedded ones); and where the servers of the lock backends that have their
+// own are.
 type StoresConfig struct {
 	MySQLDSN  string // go-sql-driver DSN of MySQL/MariaDB
 	RedisAddr string // host:port of Redis
 	DataDir   string // the embedded database's directory; empty: a new temporary one
+	// RedLockAddrs are the host:port of RedLock's independent Redis nodes. Empty:
+	// DefaultRedLockAddrs with the real stores, five embedded Redis servers with the
+	// embedded ones.
+	RedLockAddrs []string
+	// ZooKeeperAddrs are the host:port of the ZooKeeper ensemble; there is no embedded one.
+	ZooKeeperAddrs []string
 }
+
+// DefaultRedLockAddrs are the RedLock nodes that scripts/services.sh runs.
+var DefaultRedLockAddrs = []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003", "127.0.0.1:7004", "127.0.0.1:7005"}
+
+// embeddedRedLockNodes is how many embedded Redis servers stand in for RedLock's nodes.
+const embeddedRedLockNodes = 5
 
 // ErrHalfEmbedded is returned by OpenStores when only one of the real stores is configured.
 // Instances that share MySQL but each run their own Redis share neither the lock nor the
@@ -37,19 +51,33 @@ type Stores struct {
 	redisAddr string
 	dataDir   string
 	cleanup   func()
+
+	zkAddrs []string
+	mu      sync.Mutex // guards redlock and rlNodes
+	redlock []string
+	rlNodes []*miniredis.Miniredis // the embedded RedLock nodes, started on first use
 }
 
 // OpenStores returns the real stores when cfg names both, and otherwise starts the embedded
 // ones: a Redis server on loopback and a SQLite database in cfg.DataDir, migrated. It returns
 // ErrHalfEmbedded when cfg names only one. Close stops what it started.
 func OpenStores(ctx context.Context, cfg StoresConfig) (*Stores, error) {
+	lockServers := func(s *Stores) *Stores {
+		s.redlock = append([]string(nil), cfg.RedLockAddrs...)
+		s.zkAddrs = append([]string(nil), cfg.ZooKeeperAddrs...)
+		return s
+	}
 	switch {
 	case cfg.MySQLDSN != "" && cfg.RedisAddr != "":
-		return &Stores{mysqlDSN: cfg.MySQLDSN, redisAddr: cfg.RedisAddr, cleanup: func() {}}, nil
+		s := lockServers(&Stores{mysqlDSN: cfg.MySQLDSN, redisAddr: cfg.RedisAddr, cleanup: func() {}})
+		if len(s.redlock) == 0 {
+			s.redlock = append(s.redlock, DefaultRedLockAddrs...)
+		}
+		return s, nil
 	case cfg.MySQLDSN != "" || cfg.RedisAddr != "":
 		return nil, ErrHalfEmbedded
 	}
-	s := &Stores{Embedded: true, dataDir: cfg.DataDir, cleanup: func() {}}
+	s := lockServers(&Stores{Embedded: true, dataDir: cfg.DataDir, cleanup: func() {}})
 	if s.dataDir == "" {
 		dir, err := os.MkdirTemp("", "seckill-")
 		if err != nil {
@@ -128,5 +156,43 @@ func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
 	})
 }
 
+// RedLockAddrs returns the addresses of RedLock's nodes: those configured, else with the
+// embedded stores five embedded Redis servers, which it starts on first use (every instance
+// over these stores then shares them), else DefaultRedLockAddrs.
+func (s *Stores) RedLockAddrs() ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.redlock) > 0 {
+		return s.redlock, nil
+	}
+	var nodes []*miniredis.Miniredis
+	for range embeddedRedLockNodes {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			for _, n := range nodes {
+				n.Close()
+			}
+			return nil, fmt.Errorf("start embedded RedLock node: %w", err)
+		}
+		nodes = append(nodes, m)
+	}
+	s.rlNodes = nodes
+	for _, m := range nodes {
+		s.redlock = append(s.redlock, m.Addr())
+	}
+	return s.redlock, nil
+}
+
+// ZooKeeperAddrs returns the addresses of the ZooKeeper ensemble; empty when none is configured.
+func (s *Stores) ZooKeeperAddrs() []string { return s.zkAddrs }
+
 // Close stops the embedded stores and removes a temporary database directory.
-func (s *Stores) Close() { s.cleanup() }
+func (s *Stores) Close() {
+	s.mu.Lock()
+	for _, m := range s.rlNodes {
+		m.Close()
+	}
+	s.rlNodes = nil
+	s.mu.Unlock()
+	s.cleanup()
+}

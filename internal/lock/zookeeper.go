@@ -176,6 +176,10 @@ func newZooKeeperClient(ctx context.Context, addrs []string, opts ZooKeeperOptio
 	return nil, fmt.Errorf("zookeeper %s: %w", strings.Join(addrs, ","), err)
 }
 
+// Connected reports whether the client's session is established on a live connection: false
+// while the connection is down or a new session is being set up, and after Close.
+func (c *ZooKeeperClient) Connected() bool { return c.sess.isConnected() }
+
 // Process returns the process id written into this client's lock nodes.
 func (c *ZooKeeperClient) Process() string { return c.process }
 

@@ -132,6 +132,13 @@ func (s *zkSession) current() (epoch uint64, lost <-chan struct{}, ok bool) {
 	return s.epoch, s.lost, !s.closed
 }
 
+// isConnected reports whether the session is established on a live connection.
+func (s *zkSession) isConnected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.connected && !s.closed
+}
+
 // reenter counts one more hold for key and reports true when the owner already holds it.
 func (s *zkSession) reenter(key string) bool {
 	s.mu.Lock()

@@ -90,29 +90,32 @@ func isClosed(ch <-chan struct{}) bool {
 
 func TestZKSessionLosesHolds(t *testing.T) {
 	tests := []struct {
-		name    string
-		events  func(u *sessionUnderTest)
-		dropped bool // the session may live on: the hold's node must be deleted
+		name      string
+		events    func(u *sessionUnderTest)
+		dropped   bool // the session may live on: the hold's node must be deleted
+		connected bool // Connected afterwards: only a new session is
 	}{
 		{"expired", func(u *sessionUnderTest) {
 			u.s.event(zk.StateDisconnected, 0)
 			u.s.event(zk.StateExpired, 0)
-		}, false},
+		}, false, false},
 		{"replaced by a new session", func(u *sessionUnderTest) {
 			u.s.event(zk.StateDisconnected, 0)
 			u.s.event(zk.StateHasSession, 43)
-		}, false},
+		}, false, true},
 		{"disconnected past the deadline", func(u *sessionUnderTest) {
 			u.read = time.Now().Add(-time.Hour)
 			u.s.event(zk.StateDisconnected, 0)
-		}, true},
-		{"closed", func(u *sessionUnderTest) { u.s.close() }, false},
+		}, true, false},
+		{"closed", func(u *sessionUnderTest) { u.s.close() }, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u := newSessionUnderTest(t, time.Hour, time.Now())
 			epoch, _, _ := u.s.current()
+			require.True(t, u.s.isConnected())
 			tt.events(u)
+			assert.Equal(t, tt.connected, u.s.isConnected(), "connected")
 			require.True(t, closedWithin(u.lost, 10*time.Second), "the hold's Lost channel was not closed")
 			assert.True(t, isClosed(u.waiters), "waiters of the old epoch were not woken")
 			_, held := u.s.release("k")

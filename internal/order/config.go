@@ -56,6 +56,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// EffectiveTimeout is each order's deadline: Timeout, or its default when zero.
+func (c Config) EffectiveTimeout() time.Duration { return c.withDefaults().Timeout }
+
 // Validate reports a configuration the service must not run with: an order deadline that is
 // not shorter than the lock's lease (the lock could lapse while its order still writes), a
 // processing delay that no order could finish within its deadline, or a negative bound.
