@@ -84,7 +84,7 @@ var LockKinds = map[string]LockKind{
 	// The table lock runs on the instance's own database pool: its availability is the
 	// database's, which /readyz checks already.
 	"mysql": {Safe: true, New: func(env LockEnv) (Guard, error) {
-		return Guard{Locks: lock.NewMySQLLocks(env.DB, env.Dialect, env.Process, lock.MySQLLockOptions{})}, nil
+		return Guard{Locks: lock.NewMySQLLocks(env.DB, lock.SQLDialect(env.Dialect), env.Process, lock.MySQLLockOptions{})}, nil
 	}},
 	"local": {New: func(LockEnv) (Guard, error) {
 		return Guard{Locks: lock.NewLocalLocks()}, nil

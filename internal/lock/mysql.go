@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/seckill/seckill/migrations"
 )
 
 // Defaults for MySQLLockOptions fields left zero.
@@ -85,7 +83,7 @@ type MySQLLocks struct {
 // NewMySQLLocks returns the MySQLLocks of process (NewProcessID() when empty) on db, whose
 // SQL dialect is dialect and whose migrations have been applied. It panics on a dialect it
 // has no statements for.
-func NewMySQLLocks(db *sql.DB, dialect migrations.Dialect, process string, opts MySQLLockOptions) *MySQLLocks {
+func NewMySQLLocks(db *sql.DB, dialect SQLDialect, process string, opts MySQLLockOptions) *MySQLLocks {
 	stmts, ok := lockSQL[dialect]
 	if !ok {
 		panic(fmt.Sprintf("lock: NewMySQLLocks: no statements for dialect %q", dialect))

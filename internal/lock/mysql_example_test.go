@@ -24,8 +24,8 @@ func ExampleMySQLLocks() {
 	}
 	sqlDB, _ := db.DB.DB()
 
-	a := lock.NewMySQLLocks(sqlDB, db.Dialect, lock.NewProcessID(), lock.MySQLLockOptions{})
-	b := lock.NewMySQLLocks(sqlDB, db.Dialect, lock.NewProcessID(), lock.MySQLLockOptions{}) // another process
+	a := lock.NewMySQLLocks(sqlDB, lock.SQLDialect(db.Dialect), lock.NewProcessID(), lock.MySQLLockOptions{})
+	b := lock.NewMySQLLocks(sqlDB, lock.SQLDialect(db.Dialect), lock.NewProcessID(), lock.MySQLLockOptions{}) // another process
 	l := a.MySQLLock("order:user:42")
 	ok, _ := l.TryLock(ctx, 10*time.Second)
 	fmt.Println("taken:", ok, "token:", l.Token())

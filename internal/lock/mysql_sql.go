@@ -8,8 +8,17 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+)
 
-	"github.com/seckill/seckill/migrations"
+// SQLDialect names the SQL dialect of the database a MySQLLock's table lives in.
+type SQLDialect string
+
+// The dialects MySQLLocks speak: MySQL 8 / MariaDB 10.11, and SQLite (the embedded database).
+// Their values are the migrations package's dialect names, so a database.DB's Dialect
+// converts with SQLDialect(db.Dialect).
+const (
+	DialectMySQL  SQLDialect = "mysql"
+	DialectSQLite SQLDialect = "sqlite"
 )
 
 // lockStatements are the MySQLLock's statements in one SQL dialect, and how that dialect
@@ -42,11 +51,11 @@ type lockStatements struct {
 // this order both read the old owner. Every UPDATE changes at least one column of the row
 // it matches (version or holds), so its affected-row count is the matched count whether or
 // not the DSN sets clientFoundRows.
-var lockSQL = map[migrations.Dialect]*lockStatements{
+var lockSQL = map[SQLDialect]*lockStatements{
 	// MySQL and MariaDB. No RETURNING on UPDATE, so the value comes back through
 	// LAST_INSERT_ID(expr), which sets the statement's insert id, read from the OK packet
 	// with no second round trip.
-	migrations.MySQL: {
+	DialectMySQL: {
 		grant: `UPDATE distributed_locks SET
 	version = LAST_INSERT_ID(CASE WHEN owner = ? THEN version ELSE version + 1 END),
 	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,
@@ -79,7 +88,7 @@ WHERE name = ? AND owner = ?`,
 	// SQLite: one writer at a time, so every statement is atomic; UPDATE … RETURNING
 	// answers the value. Times are text in strftime's fixed format, so text order is time
 	// order; 'now' is fixed for the whole statement.
-	migrations.SQLite: {
+	DialectSQLite: {
 		grant: `UPDATE distributed_locks SET
 	version = CASE WHEN owner = ? THEN version ELSE version + 1 END,
 	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,

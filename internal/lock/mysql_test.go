@@ -93,8 +93,8 @@ func checkExcludes(t *testing.T, ctx context.Context, goroutines, rounds int, lo
 
 // twoProcesses returns the MySQLLocks of two processes on one database.
 func twoProcesses(d sqlDB) (a, b *lock.MySQLLocks) {
-	return lock.NewMySQLLocks(d.db, d.dialect, lock.NewProcessID(), lock.MySQLLockOptions{}),
-		lock.NewMySQLLocks(d.db, d.dialect, lock.NewProcessID(), lock.MySQLLockOptions{})
+	return lock.NewMySQLLocks(d.db, lock.SQLDialect(d.dialect), lock.NewProcessID(), lock.MySQLLockOptions{}),
+		lock.NewMySQLLocks(d.db, lock.SQLDialect(d.dialect), lock.NewProcessID(), lock.MySQLLockOptions{})
 }
 
 // tryOnce makes one TryLock on l from a goroutine of its own: another request of the same
@@ -133,8 +133,8 @@ func TestMySQLLockExcludes(t *testing.T) {
 		ctx := dbCtx(t)
 		// Shorter pauses than the defaults keep the test quick.
 		opts := lock.MySQLLockOptions{RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond}
-		a := lock.NewMySQLLocks(d.db, d.dialect, lock.NewProcessID(), opts)
-		b := lock.NewMySQLLocks(d.db, d.dialect, lock.NewProcessID(), opts)
+		a := lock.NewMySQLLocks(d.db, lock.SQLDialect(d.dialect), lock.NewProcessID(), opts)
+		b := lock.NewMySQLLocks(d.db, lock.SQLDialect(d.dialect), lock.NewProcessID(), opts)
 		name := testenv.Unique("excl-")
 		var (
 			mu     sync.Mutex // guards tokens, appended inside the critical section
@@ -249,7 +249,7 @@ func TestMySQLLockTakeoverIsAtomic(t *testing.T) {
 		ctx := dbCtx(t)
 		procs := []*lock.MySQLLocks{}
 		for range 2 {
-			procs = append(procs, lock.NewMySQLLocks(d.db, d.dialect, lock.NewProcessID(), lock.MySQLLockOptions{}))
+			procs = append(procs, lock.NewMySQLLocks(d.db, lock.SQLDialect(d.dialect), lock.NewProcessID(), lock.MySQLLockOptions{}))
 		}
 		name := testenv.Unique("takeover-")
 		token := mustTake(t, procs[0].MySQLLock(name), time.Minute)
