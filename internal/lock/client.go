@@ -65,6 +65,7 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // watchdog goroutines
 	closed atomic.Bool
+	waits  atomic.Uint64 // FairLock waits so far: each wait's ticket
 
 	hooks hooks
 }

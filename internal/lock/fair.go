@@ -3,15 +3,18 @@ package lock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
 // FairLock is a ReentrantLock that serves waiters first come, first served across processes
-// (Redisson's getFairLock). A caller that fails and will wait
-// joins a queue in Redis; the final Unlock hands the lock straight to the first waiter, so the
-// new holder starts work without asking Redis again: woken by the releaser when it is in the
-// same process, else by the message naming it. (Should the releaser lose the reply, a waiter
-// of its process learns of the handover at its next refresh, within WaiterTimeout/3.)
+// (Redisson's getFairLock). A caller that fails and will wait joins a queue in Redis; the
+// final Unlock hands the lock straight to the first waiter, so the new holder starts work
+// without asking Redis again: woken by the releaser when it is in the same process, else by
+// the message naming it. The handover names the waiter's owner and the ticket of its current
+// wait, so that a late handover to an earlier wait of the same goroutine is never taken for
+// one to this wait. (Should the releaser lose the reply, a waiter of its process learns of
+// the handover at its next refresh, within WaiterTimeout/3.)
 //
 // A waiter keeps its place by trying again at least every WaiterTimeout/3; one that stops
 // (its process died) is dropped from the queue after WaiterTimeout, so it cannot block the
@@ -54,10 +57,15 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 		grantLease = min(t.lease, l.c.opts.WaiterTimeout)
 	}
 	timeout := l.c.opts.WaiterTimeout.Milliseconds()
+	// A handover names the wait it serves, not only the owner: the same goroutine waits for
+	// the lock again and again, and a handover to one of its earlier waits (its message or
+	// local wake-up late, the lock long taken, used and released) would else pass for one
+	// to this wait, and make it a holder of a lock held by another.
+	ticket := strconv.FormatUint(l.c.waits.Add(1), 10)
 	direct := false // taken by an attempt that set our own lease, not handed over
 	n, err := l.c.acquire(ctx, wait, contender{
 		channel: l.keys[4],
-		owner:   me,
+		owner:   me + "/" + ticket,
 		refresh: l.c.opts.WaiterTimeout / 3,
 		try: func(ctx context.Context, mode tryMode) (int64, time.Duration, error) {
 			queue, retry := int64(0), "0"
@@ -68,7 +76,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 				retry = "1"
 			}
 			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, me, t.lease.Milliseconds(),
-				grantLease.Milliseconds(), queue, retry).Int64()
+				grantLease.Milliseconds(), queue, retry, ticket).Int64()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}

@@ -43,7 +43,7 @@ type channelState struct {
 // waiter is one goroutine waiting on a channel.
 type waiter struct {
 	channel string
-	owner   string      // the owner a handover message must name to wake this waiter
+	owner   string      // the wait (owner and ticket) a handover message must name to wake this waiter
 	wake    chan wakeup // capacity 1: a pending wake-up
 }
 
@@ -242,7 +242,7 @@ func (s *subscriber) confirm(channel string) {
 
 // deliver dispatches a message: "<new holder> <releasing process>", either part may be empty.
 // A message from a release in this process is ignored, since the releaser has woken the
-// waiter already (wakeLocal). A new holder names the FairLock waiter the lock was handed to;
+// waiter already (wakeLocal). A new holder names the FairLock wait the lock was handed to;
 // without one, the message says "released" and wakes one waiter.
 func (s *subscriber) deliver(channel, payload string) {
 	holder, from, _ := strings.Cut(payload, " ")

@@ -20,7 +20,9 @@ const (
 type contender struct {
 	channel string
 	// owner is the payload of a message that hands the lock straight to this caller (a
-	// FairLock handover); empty for locks whose messages only say "released".
+	// FairLock handover): it names this one wait, so that a handover to an earlier wait of
+	// the same goroutine cannot be taken for it. Empty for locks whose messages only say
+	// "released".
 	owner string
 	// try attempts to take the lock. It returns the hold count (>= 1) on success, else how
 	// long the lock has left to live.

@@ -5,9 +5,9 @@
 -- KEYS[1]  the lock hash ("lock:{" .. name .. "}:fair")
 -- KEYS[2]  the waiters' queue (list of owners, oldest first)
 -- KEYS[3]  the waiters' deadlines (sorted set: owner -> server time in ms)
--- KEYS[4]  the waiters' leases (hash: owner -> lease in ms to grant with)
--- KEYS[5]  the lock's channel: a handover publishes the new holder's owner .. " " (.. the
---          releasing process id, when a release made it)
+-- KEYS[4]  the waiters' leases (hash: owner -> lease in ms to grant with .. "/" .. ticket)
+-- KEYS[5]  the lock's channel: a handover publishes the new holder's owner .. "/" .. ticket
+--          .. " " (.. the releasing process id, when a release made it)
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  lease to grant with if the lock is handed over while queued
@@ -15,6 +15,10 @@
 --          once and do not queue
 -- ARGV[5]  '1' when the caller is already queued: if it holds the lock it was handed over to
 --          it (its message may have been lost), so do not count it as re-entry
+-- ARGV[6]  the caller's ticket: a number naming this wait among all the waits of its process.
+--          A handover names the waiter by owner and ticket, because one goroutine (one owner)
+--          waits again and again: a handover to an earlier wait, reaching it late, must not
+--          pass for a handover to the current one.
 -- Returns the hold count (>= 1) when the caller holds the lock, else minus the lock's
 -- remaining time to live in ms (<= -1).
 local function clock()
@@ -51,18 +55,21 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   -- Free, but a live waiter is first (the holder expired, or a message was lost): hand it over.
   redis.call('LPOP', KEYS[2])
   redis.call('ZREM', KEYS[3], head)
-  local lease = redis.call('HGET', KEYS[4], head) or ARGV[2]
+  local lease, ticket = string.match(redis.call('HGET', KEYS[4], head) or '', '^(%d+)/(%d+)$')
   redis.call('HDEL', KEYS[4], head)
   redis.call('HSET', KEYS[1], head, 1)
-  redis.call('PEXPIRE', KEYS[1], lease)
-  redis.call('PUBLISH', KEYS[5], head .. ' ')
+  redis.call('PEXPIRE', KEYS[1], lease or ARGV[2])
+  -- Without its lease entry (expired) the waiter learns of it at its next refresh.
+  if ticket then
+    redis.call('PUBLISH', KEYS[5], head .. '/' .. ticket .. ' ')
+  end
 end
 if tonumber(ARGV[4]) > 0 then
   if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
     redis.call('RPUSH', KEYS[2], ARGV[1])
   end
   redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[4]), ARGV[1])
-  redis.call('HSET', KEYS[4], ARGV[1], ARGV[3])
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[3] .. '/' .. ARGV[6])
   -- Every refresh pushes the queue's expiry past the latest deadline, so a queue whose
   -- waiters all died disappears on its own.
   redis.call('PEXPIRE', KEYS[2], ARGV[4])

@@ -5,9 +5,9 @@
 -- ARGV[2]     process id of the caller
 -- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
 -- when it was released to nobody. On release the first waiter whose deadline has not passed
--- becomes the holder (hold count 1, its own lease) and its owner is returned (a string). A
--- waiter of the caller's own process is woken by the caller; for any other, its owner .. " "
--- .. the caller's process id is published on KEYS[5].
+-- becomes the holder (hold count 1, its own lease) and its owner .. "/" .. its ticket is
+-- returned (a string). A waiter of the caller's own process is woken by the caller; for any
+-- other, its owner .. "/" .. ticket .. " " .. the caller's process id is published on KEYS[5].
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return -1
 end
@@ -27,16 +27,17 @@ while true do
     return 0
   end
   local deadline = redis.call('ZSCORE', KEYS[3], head)
-  local lease = redis.call('HGET', KEYS[4], head)
+  local lease, ticket = string.match(redis.call('HGET', KEYS[4], head) or '', '^(%d+)/(%d+)$')
   redis.call('ZREM', KEYS[3], head)
   redis.call('HDEL', KEYS[4], head)
   if deadline and lease and tonumber(deadline) >= now then
     redis.call('HSET', KEYS[1], head, 1)
     redis.call('PEXPIRE', KEYS[1], lease)
+    local wait = head .. '/' .. ticket
     -- A waiter of the caller's own process is woken by the caller: no message needed.
     if string.sub(head, 1, #ARGV[2] + 1) ~= ARGV[2] .. '-' then
-      redis.call('PUBLISH', KEYS[5], head .. ' ' .. ARGV[2])
+      redis.call('PUBLISH', KEYS[5], wait .. ' ' .. ARGV[2])
     end
-    return head
+    return wait
   end
 end
