@@ -157,6 +157,11 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 		}
 	}
 	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// The driver reports a statement cut short by ctx in its own words (SQLite:
+			// "interrupted (9)"); the caller's contract is ctx's error.
+			err = fmt.Errorf("%w (%v)", ctxErr, err)
+		}
 		return false, fmt.Errorf("lock %s: %w", l.name, err)
 	}
 	if ok {
