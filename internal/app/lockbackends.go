@@ -42,6 +42,9 @@ func (e *LockBackendError) Error() string {
 
 func (e *LockBackendError) Unwrap() error { return e.Err }
 
+// redLockIdleConns is how many connections each RedLock node's client keeps open.
+const redLockIdleConns = 16
+
 // newRedLockGuard makes the RedLocks over the stores' RedLock nodes, one client per node
 // with bounded timeouts, and fails when fewer than a quorum of them answer a PING.
 func newRedLockGuard(env LockEnv) (Guard, error) {
@@ -54,8 +57,11 @@ func newRedLockGuard(env LockEnv) (Guard, error) {
 	clients := make([]lock.RedisClient, len(addrs))
 	for i, a := range addrs {
 		nodes[i] = redis.NewClient(&redis.Options{
-			Addr:                  a,
-			PoolSize:              env.RedisPool,
+			Addr:     a,
+			PoolSize: env.RedisPool,
+			// Connections dialled at start, not in the first burst: every order talks to
+			// every node, and a storm that dials them all at once waits on the dials.
+			MinIdleConns:          min(env.RedisPool, redLockIdleConns),
 			DialTimeout:           timeout,
 			PoolTimeout:           timeout,
 			ReadTimeout:           timeout,
