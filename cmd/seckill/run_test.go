@@ -97,7 +97,8 @@ func startServe(t *testing.T, env map[string]string) *server {
 // machine, can take longer than the default deadline.
 const (
 	stormOrders  = 512
-	stormTimeout = 8 * time.Second // inside the 10 s lease; RedLock's node timeout is a quarter of it
+	stormLease   = 30 * time.Second
+	stormTimeout = 20 * time.Second // inside the lease; RedLock's node timeout is a quarter of it
 )
 
 // pair is two instances over one pair of shared stores: their base URLs and their logs.
@@ -119,7 +120,7 @@ func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	var p pair
 	for i := range p.bases {
 		inst, err := app.New(ctx, log, app.Config{AdminToken: "secret", Lock: lockKind,
-			Order: order.Config{LockTTL: 10 * time.Second, Timeout: stormTimeout, ProcessingDelay: delay, MaxInflight: stormOrders}}, st)
+			Order: order.Config{LockTTL: stormLease, Timeout: stormTimeout, ProcessingDelay: delay, MaxInflight: stormOrders}}, st)
 		testenv.NeedLockServer(t, err)
 		srv := httptest.NewServer(inst.Handler)
 		t.Cleanup(func() {
@@ -145,7 +146,8 @@ func realPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	require.NoError(t, run(context.Background(), []string{"seckill", "migrate"}, func(k string) string { return env[k] }, &out, io.Discard))
 	require.Regexp(t, `applied [1-9][0-9]* migration`, out.String(), "migrate on a fresh database")
 	env = withEnv(env, "SECKILL_LOCK", lockKind, "SECKILL_ORDER_DELAY", delay.String(),
-		"SECKILL_MAX_INFLIGHT", strconv.Itoa(stormOrders), "SECKILL_ORDER_TIMEOUT", stormTimeout.String())
+		"SECKILL_MAX_INFLIGHT", strconv.Itoa(stormOrders), "SECKILL_ORDER_TIMEOUT", stormTimeout.String(),
+		"SECKILL_LOCK_TTL", stormLease.String())
 	a, b := startServe(t, env), startServe(t, env)
 	return pair{bases: [2]string{a.base, b.base}, logs: func() string {
 		return fmt.Sprintf("instance a log:\n%s\ninstance b log:\n%s", a.log, b.log)
