@@ -13,6 +13,7 @@
 #   CLUSTER_INSTANCES   number of seckill instances            (default 2)
 #   CLUSTER_BASE_PORT   port of the first instance             (default 18081; then 18082, ...)
 #   CLUSTER_RUN_DIR     pids, logs, nginx prefix               (default <repo>/run/cluster)
+#   CLUSTER_NGINX_PORT  nginx's loopback port                  (default 8080)
 #   SECKILL_MYSQL_DSN   go-sql-driver DSN; the database is created if missing
 #                       (default root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC)
 #   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379)
@@ -28,7 +29,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RUN_DIR=${CLUSTER_RUN_DIR:-$ROOT/run/cluster}
 INSTANCES=${CLUSTER_INSTANCES:-2}
 BASE_PORT=${CLUSTER_BASE_PORT:-18081}
-NGINX_ADDR=127.0.0.1:8080
+NGINX_PORT=${CLUSTER_NGINX_PORT:-8080}
+NGINX_ADDR=127.0.0.1:$NGINX_PORT
 GO=${GO:-go}
 
 export SECKILL_MYSQL_DSN=${SECKILL_MYSQL_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
@@ -150,8 +152,8 @@ cmd_up() {
 	# nginx: the shared config, listening on loopback only, with this topology's upstream.
 	n=$RUN_DIR/nginx
 	mkdir -p "$n/conf" "$n/logs"
-	sed 's/^\([[:space:]]*\)listen 8080\([ ;]\)/\1listen 127.0.0.1:8080\2/' "$ROOT/deploy/nginx/nginx.conf" >"$n/conf/nginx.conf"
-	grep -q 'listen 127.0.0.1:8080[ ;]' "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'listen 8080' line to pin to loopback"
+	sed "s/^\([[:space:]]*\)listen 8080\([ ;]\)/\1listen $NGINX_ADDR\2/" "$ROOT/deploy/nginx/nginx.conf" >"$n/conf/nginx.conf"
+	grep -q "listen $NGINX_ADDR[ ;]" "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'listen 8080' line to pin to loopback"
 	# The server lines' parameters (max_fails=0) are those of deploy/nginx/upstream.conf.
 	params=$(sed -n 's/^[[:space:]]*server[[:space:]]\{1,\}[^[:space:];]\{1,\}\([^;]*\);.*/\1/p' "$ROOT/deploy/nginx/upstream.conf" | head -n 1)
 	[[ -n $params ]] || die "deploy/nginx/upstream.conf has no 'server ADDRESS PARAMETERS;' line"

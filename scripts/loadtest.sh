@@ -24,6 +24,8 @@
 #   OUT             results directory (default run/loadtest/$LOCK)
 #   LOADTEST_DSN    go-sql-driver DSN of the service's database (created if missing)
 #   BASELINE_DSN    DSN of the baseline's own database (created if missing)
+#   BASE_URL        where k6 sends its requests (default nginx: http://127.0.0.1:$CLUSTER_NGINX_PORT,
+#                   8080 unless set; CLUSTER_BASE_PORT and CLUSTER_NGINX_PORT move a native cluster)
 # and the k6 script's knobs (STORM_RATE, STORM_BURST, SELLOUT_RATE, SELLOUT_STOCK, STORM_P99_MS,
 # SELLOUT_P99_MS, USER_BASE) pass through.
 set -euo pipefail
@@ -76,7 +78,7 @@ esac
 
 echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before the load)"
 echo "== k6: LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out, results in ${OUT#"$ROOT"/}"
-k6_env=(-e "LOCK=$LOCK" -e "EXPECT_FAILURE=$EXPECT_FAILURE" -e "DURATION=$DURATION" -e "ADMIN_TOKEN=$ADMIN_TOKEN" -e "SUMMARY=$OUT/summary.json")
+k6_env=(-e "BASE_URL=${BASE_URL:-http://127.0.0.1:${CLUSTER_NGINX_PORT:-8080}}" -e "LOCK=$LOCK" -e "EXPECT_FAILURE=$EXPECT_FAILURE" -e "DURATION=$DURATION" -e "ADMIN_TOKEN=$ADMIN_TOKEN" -e "SUMMARY=$OUT/summary.json")
 for v in STORM_RATE STORM_BURST SELLOUT_RATE SELLOUT_STOCK STORM_P99_MS SELLOUT_P99_MS USER_BASE; do
 	[[ -z ${!v:-} ]] || k6_env+=(-e "$v=${!v}")
 done
