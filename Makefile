@@ -110,3 +110,15 @@ services-down:
 	scripts/services.sh down
 services-status:
 	scripts/services.sh status
+
+## ---- Redis with Sentinel (scripts/services.sh sentinel; docs/ha.md) ----
+.PHONY: sentinel-up sentinel-down sentinel-failover
+
+## sentinel-up: a primary on 127.0.0.1:7101, its replica on :7102, three sentinels on :27101-27103
+sentinel-up:
+	scripts/services.sh up sentinel
+sentinel-down:
+	scripts/services.sh down sentinel
+## sentinel-failover: SIGKILL the primary, wait for the switch, restart it as the replica; prints the times
+sentinel-failover:
+	scripts/services.sh failover
