@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/go-zookeeper/zk"
 	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/seckill/seckill/migrations"
 )
@@ -29,6 +30,8 @@ type env struct {
 	zkAddrs      []string
 	zkRoot       string        // under which every ZooKeeper node of the run lives
 	zkSession    time.Duration // ZooKeeper session timeout, ours and the peer's
+	etcdAddrs    []string
+	etcdPrefix   string        // of every etcd key
 	prefix       string        // of every key
 	lease        time.Duration // every lock's lease
 	killLease    time.Duration // the lease in the kill test
@@ -189,6 +192,12 @@ func (e *env) roundTrips(ctx context.Context, families []string) (map[string]tim
 				db.SetMaxOpenConns(1)
 				d, err = median(func() error { return db.QueryRowContext(ctx, "SELECT 1").Scan(new(int)) })
 				_ = db.Close()
+			}
+		case famEtcd:
+			var cli *clientv3.Client
+			if cli, err = e.etcdClient(); err == nil {
+				d, err = median(func() error { _, err := cli.Get(ctx, e.etcdPrefix+"ping"); return err })
+				_ = cli.Close()
 			}
 		case famZK:
 			var conn *zk.Conn

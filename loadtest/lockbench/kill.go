@@ -25,7 +25,7 @@ func (e *env) childArgs(name string) []string {
 		"-redis", e.redisAddr, "-redlock", strings.Join(e.redlockAddrs, ","),
 		"-mysql", e.mysqlDSN, "-mysql-db", e.mysqlDB,
 		"-zk", strings.Join(e.zkAddrs, ","), "-zk-root", e.zkRoot, "-zk-session", e.zkSession.String(),
-		"-prefix", e.prefix, "-kill-lease", e.killLease.String()}
+		"-etcd", strings.Join(e.etcdAddrs, ","), "-prefix", e.prefix, "-kill-lease", e.killLease.String()}
 }
 
 // runChild is the child's side: take the key, print "held", and wait to be killed (at most

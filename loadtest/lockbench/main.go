@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"slices"
@@ -46,12 +47,15 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	zkAddrs := fs.String("zk", "127.0.0.1:2181", "ZooKeeper addresses (scripts/services.sh up)")
 	zkRoot := fs.String("zk-root", "", "ZooKeeper node the run works under (default /seckill-lockbench/<random>)")
 	zkSession := fs.Duration("zk-session", 4*time.Second, "ZooKeeper session timeout (the kill test waits about this long; 4 s is the server's minimum)")
+	etcdAddrs := fs.String("etcd", "", "etcd endpoints; empty: start a private etcd on -etcd-port when the etcd binary exists, else leave etcd out")
+	etcdPort := fs.Int("etcd-port", 16379, "client port of the private etcd (the peer port is the next)")
 	prefix := fs.String("prefix", "", "key prefix (default lockbench:<random>:)")
 	duration := fs.Duration("duration", 3*time.Second, "length of each measured scenario")
 	critical := fs.Duration("critical", 200*time.Microsecond, "critical section of the contended scenario")
 	sleep := fs.Bool("sleep", false, "hold the lock with time.Sleep(critical) instead of spinning (a short sleep lasts much longer than asked)")
 	contenders := fs.Int("contenders", 16, "goroutines contending for one key")
 	nRounds := fs.Int("rounds", 3, "rounds; each figure is the median over them (fairness: the worst round)")
+	backends := fs.String("backends", "redis,redlock,mysql,zookeeper,etcd", "the backends to run (comma-separated)")
 	only := fs.String("only", "", "run only the contestants whose name contains one of these comma-separated words")
 	kill := fs.Bool("kill", true, "measure how soon a SIGKILLed holder's lock is free again")
 	killLease := fs.Duration("kill-lease", 2*time.Second, "lease of the locks in the kill test")
@@ -64,7 +68,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	_, _ = rand.Read(rnd[:])
 	id := hex.EncodeToString(rnd[:])
 	e := &env{redisAddr: *redisAddr, redlockAddrs: splitList(*redlockAddrs), mysqlDSN: *mysqlDSN, mysqlDB: *mysqlDB,
-		zkAddrs: splitList(*zkAddrs), zkRoot: *zkRoot, zkSession: *zkSession, prefix: *prefix, lease: lease, killLease: *killLease}
+		zkAddrs: splitList(*zkAddrs), etcdAddrs: splitList(*etcdAddrs), zkRoot: *zkRoot, zkSession: *zkSession, prefix: *prefix, lease: lease, killLease: *killLease}
 	if e.prefix == "" {
 		e.prefix = "lockbench:" + id + ":"
 	}
@@ -74,6 +78,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	if e.zkRoot == "" {
 		e.zkRoot = "/seckill-lockbench/" + id
 	}
+	e.etcdPrefix = "/seckill-lockbench/" + strings.ReplaceAll(e.prefix, ":", "/") // the kill test's child shares it
 	if *child != "" {
 		e.lease = *killLease
 		for _, c := range contestants() {
@@ -85,9 +90,27 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	b := bench{env: e, duration: *duration, critical: *critical, sleep: *sleep, contenders: *contenders}
 
+	picked := func(family string) bool {
+		return slices.Contains(splitList(strings.ToLower(*backends)), strings.ToLower(strings.TrimSuffix(family, "×5")))
+	}
+	if len(e.etcdAddrs) == 0 && picked(famEtcd) && (*only == "" || strings.Contains(*only, "etcd")) {
+		if _, err := exec.LookPath("etcd"); err == nil {
+			addr, stop, err := startEtcd(ctx, *etcdPort)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			e.etcdAddrs = []string{addr}
+		} else {
+			fmt.Fprintln(os.Stderr, "lockbench: no etcd binary (Debian package etcd-server): etcd left out")
+		}
+	}
 	var cs []contestant
 	var families []string
 	for _, c := range contestants() {
+		if !picked(c.family) || c.family == famEtcd && len(e.etcdAddrs) == 0 {
+			continue
+		}
 		if *only == "" || slices.ContainsFunc(strings.Split(*only, ","), func(w string) bool { return strings.Contains(c.name, w) }) {
 			cs = append(cs, c)
 			if !slices.Contains(families, c.family) {
