@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -37,6 +38,7 @@ type contestant struct {
 	peers  []string // for ours: the peers (name prefixes) its throughput is compared with
 	// Facts from the code, for the reliability table.
 	reentrant, fencing string
+	idx                int // place in contestants(), for its keys
 	// setup makes the acquire function for one run, with fresh connections. Every lock is
 	// taken with e.lease.
 	setup func(ctx context.Context, e *env) (*instance, error)
@@ -60,6 +62,23 @@ const lease = 10 * time.Second
 type acquireFunc func(ctx context.Context, key string) (release func(context.Context) error, err error)
 
 func contestants() []contestant {
+	cs := allContestants()
+	for i := range cs {
+		cs[i].idx = i
+	}
+	return cs
+}
+
+// keySeq numbers the scenarios of a run, so that no scenario meets keys an earlier one left
+// behind (a redsync acquisition cut by its context leaves its keys until they expire).
+var keySeq atomic.Int64
+
+// keys returns a fresh key prefix for one scenario of c.
+func (c contestant) keys(e *env) string {
+	return fmt.Sprintf("%s%d.%d:", e.prefix, c.idx, keySeq.Add(1))
+}
+
+func allContestants() []contestant {
 	redisPeers := []string{"bsm/redislock", "redsync v4.18.1 (1 node"}
 	return []contestant{
 		{name: "SimpleRedisLock (SET NX PX, 1 ms retry)", family: famRedis, peers: []string{"bsm/redislock"},
@@ -81,7 +100,7 @@ func contestants() []contestant {
 			reentrant: "no", fencing: "no", setup: bsm},
 		{name: "redsync v4.18.1 (1 node, default retry)", family: famRedis, peer: true,
 			reentrant: "no", fencing: "no", setup: redsyncMutex(false)},
-		{name: "RedLock ×5 (ours, 50 ms retry)", family: famRedLock, peers: []string{"redsync v4.18.1 (5 nodes"},
+		{name: "RedLock ×5 (ours, 500 ms node timeout, 50 ms retry)", family: famRedLock, peers: []string{"redsync v4.18.1 (5 nodes"},
 			reentrant: "no (one acquisition per RedLock value)", fencing: "no (cannot: independent nodes agree on no counter)", setup: redLock},
 		{name: "redsync v4.18.1 (5 nodes, default retry)", family: famRedLock, peer: true,
 			reentrant: "no", fencing: "no", setup: redsyncMutex(true)},
@@ -263,7 +282,10 @@ func redLock(_ context.Context, e *env) (*instance, error) {
 	for i, c := range clients {
 		rc[i] = c
 	}
-	locks := lock.NewRedLocks(rc, "", lock.RedLockOptions{})
+	// The service's node timeout (internal/app: the 2 s order deadline / 4), which is also
+	// redsync's per-attempt timeout (0.05 × the 10 s expiry); the package default, 50 ms,
+	// fails attempts when 32 goroutines share two loaded CPUs.
+	locks := lock.NewRedLocks(rc, "", lock.RedLockOptions{NodeTimeout: 500 * time.Millisecond})
 	lease := e.lease
 	return &instance{acquire: func(ctx context.Context, key string) (func(context.Context) error, error) {
 		return acquireWait(ctx, locks.RedLock(key), lease)

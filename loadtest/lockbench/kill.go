@@ -17,7 +17,8 @@ import (
 // waiting the contestant's own way. Lease-based locks come back when the lease runs out;
 // session-based ones when the server notices the session is gone.
 
-const killKey = "kill"
+// killKey is the key of c's kill test, the same in the child.
+func (c contestant) killKey(e *env) string { return fmt.Sprintf("%skill-%d", e.prefix, c.idx) }
 
 // childArgs are the flags that make the child see the same backends and keys.
 func (e *env) childArgs(name string) []string {
@@ -37,7 +38,7 @@ func runChild(ctx context.Context, e *env, c contestant) error {
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := in.acquire(actx, e.prefix+killKey); err != nil {
+	if _, err := in.acquire(actx, c.killKey(e)); err != nil {
 		return err
 	}
 	fmt.Println("held")
@@ -92,7 +93,7 @@ func (b bench) killRecovery(ctx context.Context, c contestant) (time.Duration, e
 	_ = cmd.Wait()
 	actx, acancel := context.WithTimeout(ctx, 60*time.Second)
 	defer acancel()
-	release, err := in.acquire(actx, b.env.prefix+killKey)
+	release, err := in.acquire(actx, c.killKey(b.env))
 	d := time.Since(t0)
 	if err != nil {
 		return 0, fmt.Errorf("after %v: %w", d.Round(time.Millisecond), err)

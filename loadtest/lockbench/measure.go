@@ -89,8 +89,9 @@ func (b bench) uncontended(ctx context.Context, c contestant, n int) (float64, i
 		return 0, 1, err
 	}
 	defer in.close()
+	keys := c.keys(b.env)
 	// Warm up: load the scripts and fill the connection pool.
-	if err := pairs(ctx, in.acquire, b.env.prefix+"warm", 20); err != nil {
+	if err := pairs(ctx, in.acquire, keys+"warm", 20); err != nil {
 		return 0, 1, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.duration)
@@ -104,7 +105,7 @@ func (b bench) uncontended(ctx context.Context, c contestant, n int) (float64, i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := fmt.Sprintf("%su%d-%d", b.env.prefix, n, g)
+			key := fmt.Sprintf("%su%d-%d", keys, n, g)
 			for ctx.Err() == nil {
 				release, err := in.acquire(ctx, key)
 				if err == nil {
@@ -147,7 +148,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 		return
 	}
 	defer in.close()
-	key := b.env.prefix + "contended"
+	key := c.keys(b.env) + "contended"
 	if err := pairs(ctx, in.acquire, key, 20); err != nil {
 		r.contendedErrors++
 		r.contendedError = err

@@ -101,7 +101,7 @@ func (b bench) nodeLoss(ctx context.Context, cs []contestant, base int) ([]nodeL
 			return nil, err
 		}
 		defer ins[i].close()
-		if err := pairs(ctx, ins[i].acquire, e.prefix+"nodeloss-warm", 20); err != nil {
+		if err := pairs(ctx, ins[i].acquire, c.keys(&e)+"warm", 20); err != nil {
 			return nil, err
 		}
 	}
@@ -121,7 +121,7 @@ func (b bench) nodeLoss(ctx context.Context, cs []contestant, base int) ([]nodeL
 		}
 		for i, c := range cs {
 			fmt.Fprintf(os.Stderr, "node loss, %s: %s\n", nodeLossStates[s], c.name)
-			results[i].states = append(results[i].states, b.pairsFor(ctx, ins[i], e.prefix+"nodeloss"))
+			results[i].states = append(results[i].states, b.pairsFor(ctx, ins[i], c.keys(&e)+"nodeloss"))
 		}
 	}
 	return results, nil
