@@ -98,7 +98,7 @@ compose-config:
 ## Needs MariaDB on :3306 and the servers of services-up; starts its own etcd (Debian's
 ## etcd-server, when installed) and five redis-server processes for the node-loss test.
 LOCKBENCH_MYSQL ?= root:@tcp(127.0.0.1:3306)/
-LOCKBENCH_FLAGS ?= -duration 1s -rounds 3
+LOCKBENCH_FLAGS ?= -duration 700ms -rounds 5
 .PHONY: lockbench lockbench-redis
 lockbench: services-up
 	cd loadtest/lockbench && $(GO) run . -mysql '$(LOCKBENCH_MYSQL)' $(LOCKBENCH_FLAGS)

@@ -175,7 +175,8 @@ func acquireWait(ctx context.Context, l waitLock, lease time.Duration) (func(con
 		// GET_LOCK's server-side wait is bounded by ctx's deadline and may end a moment
 		// before it: that is the end of the run, not a failure.
 		if d, has := ctx.Deadline(); has && time.Until(d) < 100*time.Millisecond {
-			return nil, context.DeadlineExceeded
+			<-ctx.Done()
+			return nil, ctx.Err()
 		}
 		return nil, errors.New("not acquired")
 	}
