@@ -52,6 +52,9 @@ type run struct {
 	critical          time.Duration // mean time the lock was really held per acquisition
 	// Fairness of the contended run.
 	longest            time.Duration // the longest single wait
+	longestAt          time.Duration // when it began, from the start of the run
+	longestNth         int           // and which of its contender's waits it was (1 = the first)
+	stall              time.Duration // the longest the process went unscheduled in that round
 	minShare, maxShare float64       // the fewest and most acquisitions of one contender, ÷ a fair share
 	jain               float64       // Jain's index of the contenders' acquisitions: 1 fair, 1/n one took all
 }
@@ -172,6 +175,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	var held time.Duration
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
+	stall := watchStalls(ctx)
 	start := time.Now()
 	for g := range b.contenders {
 		wg.Add(1)
@@ -180,6 +184,8 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 			var mine []time.Duration
 			var failed int
 			var myHeld time.Duration
+			var myLongest, myLongestAt time.Duration
+			var myLongestNth int
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				release, err := in.acquire(ctx, key)
@@ -196,6 +202,9 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 				}
 				t1 := time.Now()
 				mine = append(mine, t1.Sub(t0))
+				if w := t1.Sub(t0); w > myLongest {
+					myLongest, myLongestAt, myLongestNth = w, t0.Sub(start), len(mine)
+				}
 				b.hold()
 				myHeld += time.Since(t1)
 				if err := release(context.WithoutCancel(ctx)); err != nil {
@@ -206,6 +215,9 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 			mu.Lock()
 			latencies = append(latencies, mine...)
 			counts[g] = len(mine)
+			if myLongest > r.longest {
+				r.longest, r.longestAt, r.longestNth = myLongest, myLongestAt, myLongestNth
+			}
 			errs += failed
 			held += myHeld
 			mu.Unlock()
@@ -213,6 +225,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r.stall = <-stall
 	n := len(latencies)
 	r.contendedErrors = errs
 	if e := firstErr.Load(); e != nil {
@@ -226,7 +239,6 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	r.critical = held / time.Duration(n)
 	r.p50 = latencies[n*50/100]
 	r.p99 = latencies[min(n*99/100, n-1)]
-	r.longest = latencies[n-1]
 	r.minShare, r.maxShare, r.jain = fairness(counts)
 	st := stats()
 	r.wakes = lock.Stats{
@@ -240,6 +252,25 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 		pubsub := r.wakes.Subscribes + r.wakes.Unsubscribes
 		r.commandsPerAcq = float64(in.commands()-before+int64(pubsub)) / float64(n)
 	}
+}
+
+// watchStalls measures, until ctx ends, the longest gap between the wake-ups of a goroutine
+// that sleeps 1 ms at a time: how long the process (or this goroutine) could go without
+// being scheduled on the shared machine. A wait that long is the machine's, not the lock's.
+func watchStalls(ctx context.Context) <-chan time.Duration {
+	out := make(chan time.Duration, 1)
+	go func() {
+		var longest time.Duration
+		last := time.Now()
+		for ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+			now := time.Now()
+			longest = max(longest, now.Sub(last))
+			last = now
+		}
+		out <- longest
+	}()
+	return out
 }
 
 // fairness returns the smallest and largest count as a multiple of a fair share (the mean),
@@ -309,7 +340,9 @@ func median(rs []run) run {
 	m.wakes = lock.Stats{}
 	// Fairness: the worst round.
 	for _, r := range rs {
-		m.longest = max(m.longest, r.longest)
+		if r.longest >= m.longest {
+			m.longest, m.longestAt, m.longestNth, m.stall = r.longest, r.longestAt, r.longestNth, r.stall
+		}
 		m.minShare = min(m.minShare, r.minShare)
 		m.maxShare = max(m.maxShare, r.maxShare)
 		m.jain = min(m.jain, r.jain)
