@@ -269,19 +269,20 @@ func printPerformance(out io.Writer, cs []contestant, runs []run, rtts map[strin
 func printFairness(out io.Writer, runs []run) {
 	fmt.Fprintln(out, "Fairness of the contended run (the worst round): each contender's acquisitions as a multiple of a fair share (1 = its 1/n), Jain's index (1 = all equal, 1/n = one took all). Process stall: the longest gap between the wake-ups of a goroutine sleeping 1 ms at a time, in the round of the longest wait.")
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| lock | p50 wait | longest wait | longest ÷ p50 | it began at, its contender's wait nº | process stall in that round | fewest | most | Jain |")
-	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(out, "| lock | p50 wait | longest wait | longest ÷ p50 | it began at, its contender's wait nº | process stall in that round | longest but first waits | its ÷ p50 | fewest | most | Jain |")
+	fmt.Fprintln(out, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range runs {
 		name := r.name
 		if r.peer {
 			name = "*" + name + "* (peer)"
 		}
-		rat := "–"
+		rat, ratLater := "–", "–"
 		if r.p50 > 0 {
 			rat = fmt.Sprintf("%.0f×", float64(r.longest)/float64(r.p50))
+			ratLater = fmt.Sprintf("%.0f×", float64(r.longestLater)/float64(r.p50))
 		}
-		fmt.Fprintf(out, "| %s | %v | %v | %s | %v, nº %d | %v | %.2f | %.2f | %.3f |\n", name, round(r.p50), round(r.longest), rat,
-			r.longestAt.Round(time.Millisecond), r.longestNth, round(r.stall), r.minShare, r.maxShare, r.jain)
+		fmt.Fprintf(out, "| %s | %v | %v | %s | %v, nº %d | %v | %v | %s | %.2f | %.2f | %.3f |\n", name, round(r.p50), round(r.longest), rat,
+			r.longestAt.Round(time.Millisecond), r.longestNth, round(r.stall), round(r.longestLater), ratLater, r.minShare, r.maxShare, r.jain)
 	}
 	fmt.Fprintln(out)
 }

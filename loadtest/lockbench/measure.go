@@ -55,6 +55,7 @@ type run struct {
 	longestAt          time.Duration // when it began, from the start of the run
 	longestNth         int           // and which of its contender's waits it was (1 = the first)
 	stall              time.Duration // the longest the process went unscheduled in that round
+	longestLater       time.Duration // the longest wait but each contender's first (the start, when all arrive at once)
 	minShare, maxShare float64       // the fewest and most acquisitions of one contender, ÷ a fair share
 	jain               float64       // Jain's index of the contenders' acquisitions: 1 fair, 1/n one took all
 }
@@ -186,6 +187,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 			var myHeld time.Duration
 			var myLongest, myLongestAt time.Duration
 			var myLongestNth int
+			var myLongestLater time.Duration
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				release, err := in.acquire(ctx, key)
@@ -205,6 +207,9 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 				if w := t1.Sub(t0); w > myLongest {
 					myLongest, myLongestAt, myLongestNth = w, t0.Sub(start), len(mine)
 				}
+				if w := t1.Sub(t0); len(mine) > 1 {
+					myLongestLater = max(myLongestLater, w)
+				}
 				b.hold()
 				myHeld += time.Since(t1)
 				if err := release(context.WithoutCancel(ctx)); err != nil {
@@ -215,6 +220,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 			mu.Lock()
 			latencies = append(latencies, mine...)
 			counts[g] = len(mine)
+			r.longestLater = max(r.longestLater, myLongestLater)
 			if myLongest > r.longest {
 				r.longest, r.longestAt, r.longestNth = myLongest, myLongestAt, myLongestNth
 			}
@@ -340,6 +346,7 @@ func median(rs []run) run {
 	m.wakes = lock.Stats{}
 	// Fairness: the worst round.
 	for _, r := range rs {
+		m.longestLater = max(m.longestLater, r.longestLater)
 		if r.longest >= m.longest {
 			m.longest, m.longestAt, m.longestNth, m.stall = r.longest, r.longestAt, r.longestNth, r.stall
 		}
