@@ -148,9 +148,14 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 
 	// Rounds interleave the contestants, so that a change in the machine's load (it is
 	// shared) falls on all of them; the table gives each figure's median over the rounds.
+	// Each round starts at another contestant, so that none always follows the same one
+	// (what a server does after the last scenario, such as etcd revoking sessions, falls on
+	// whoever comes next).
 	rounds := make([][]run, len(cs))
 	for i := range *nRounds {
-		for j, c := range cs {
+		for k := range cs {
+			j := (k + i*len(cs) / *nRounds) % len(cs)
+			c := cs[j]
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
