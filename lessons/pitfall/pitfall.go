@@ -152,7 +152,7 @@ func All() []*Pitfall {
 	return []*Pitfall{
 		inProcess, noExpiry, lostReply, setnxExpire, getsetTimestamp, plainDel, getThenDel,
 		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, failover, multiExec, reentrancy,
-		redlockRestart, dbNoExpiry,
+		redlockRestart, zkSessionExpiry, dbNoExpiry, zkHerd,
 	}
 }
 
