@@ -1,0 +1,5 @@
+package async_test
+
+import "errors"
+
+var errorsIsStd = errors.Is

@@ -1,0 +1,113 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
+	"github.com/seckill/seckill/scripts/lua"
+)
+
+var admitScript = redis.NewScript(lua.AsyncAdmit)
+
+// IDs generates order ids (internal/idgen).
+type IDs interface {
+	Next(ctx context.Context) (int64, error)
+}
+
+// Service admits orders in Redis; the Writer writes them to the database later.
+type Service struct {
+	rdb     redis.UniversalClient
+	ids     IDs
+	loader  *Loader
+	metrics *Metrics
+	log     *slog.Logger
+	cfg     Config
+}
+
+// NewService returns the admission side of the asynchronous mode.
+func NewService(rdb redis.UniversalClient, ids IDs, loader *Loader, metrics *Metrics, log *slog.Logger, cfg Config) *Service {
+	return &Service{rdb: rdb, ids: ids, loader: loader, metrics: metrics, log: log, cfg: cfg.withDefaults()}
+}
+
+// Place admits userID's order of voucherID and returns its id; the order is pending until a
+// writer commits it. It returns voucher.ErrNotFound, order.ErrSaleNotActive, order.ErrSoldOut,
+// an error wrapping order.ErrAlreadyOrdered whose id is returned with it (the user's earlier
+// order, pending or written), or an error wrapping order.ErrUnavailable when Redis or the
+// database (for a voucher Redis lacks) failed or did not answer within Config.Timeout: then
+// nothing was admitted.
+func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	id, result, err := s.place(ctx, userID, voucherID)
+	s.metrics.admissions.WithLabelValues(result).Inc()
+	return id, err
+}
+
+func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, string, error) {
+	orderID, err := s.ids.Next(ctx)
+	if err != nil {
+		return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+	}
+	for try := 0; ; try++ {
+		id, err := s.admit(ctx, userID, voucherID, orderID)
+		switch {
+		case errors.Is(err, errNotLoaded) && try == 0:
+			if err := s.loader.Load(ctx, voucherID); err != nil {
+				if errors.Is(err, voucher.ErrNotFound) {
+					return 0, resultNotFound, err
+				}
+				return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+			}
+			continue
+		case err == nil:
+			return id, resultAdmitted, nil
+		case errors.Is(err, order.ErrAlreadyOrdered):
+			return id, order.ResultAlreadyOrdered, err
+		case errors.Is(err, order.ErrSoldOut):
+			return 0, order.ResultSoldOut, err
+		case errors.Is(err, order.ErrSaleNotActive):
+			return 0, order.ResultSaleNotActive, err
+		default:
+			return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+		}
+	}
+}
+
+// admit runs the admission script once.
+func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (int64, error) {
+	k := keysOf(voucherID)
+	res, err := admitScript.Run(ctx, s.rdb, []string{k.sale, k.users, k.orders, k.stream},
+		userID, orderID, voucherID, s.cfg.Now().UnixMilli()).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("admit: %w", err)
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("admit: script returned %d values, want 2", len(res))
+	}
+	code, _ := res[0].(int64)
+	idText, _ := res[1].(string)
+	switch code {
+	case 0:
+		return orderID, nil
+	case 1:
+		return 0, errNotLoaded
+	case 2:
+		return 0, order.ErrSaleNotActive
+	case 3:
+		earlier, err := strconv.ParseInt(idText, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("admit: earlier order id %q: %w", idText, err)
+		}
+		return earlier, fmt.Errorf("%w: order %d", order.ErrAlreadyOrdered, earlier)
+	case 4:
+		return 0, order.ErrSoldOut
+	}
+	return 0, fmt.Errorf("admit: unknown answer %v", res)
+}
