@@ -2,11 +2,13 @@ package async_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -107,7 +109,7 @@ func TestWriteStorm(t *testing.T) {
 							}
 							byUser[u] = id
 							mu.Unlock()
-						case errorsIs(err, order.ErrAlreadyOrdered), errorsIs(err, order.ErrSoldOut):
+						case errors.Is(err, order.ErrAlreadyOrdered), errors.Is(err, order.ErrSoldOut):
 						default:
 							t.Errorf("place: %v", err)
 						}
@@ -268,4 +270,56 @@ func TestReload(t *testing.T) {
 	}
 }
 
-func errorsIs(err, target error) bool { return err != nil && errorsIsStd(err, target) }
+
+// TestCrashBeforeCommit: a consumer of the group reads entries and dies before writing them
+// (it never acknowledges). Reading only new entries (">") would leave them pending forever;
+// the surviving writer claims them once idle past ClaimIdle and writes them.
+func TestCrashBeforeCommit(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(5)
+			admitted := map[int64]int64{}
+			for u := int64(1); u <= 4; u++ {
+				id, err := f.svc.Place(ctx, u, vid)
+				require.NoError(t, err)
+				admitted[id] = u
+			}
+			_, _, _, stream, _ := async.KeysOf(vid)
+			require.NoError(t, f.rdb.XGroupCreateMkStream(ctx, stream, async.DefaultGroup, "0").Err())
+			res, err := f.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: async.DefaultGroup, Consumer: "crashed",
+				Streams: []string{stream, ">"}, Count: 10, Block: -1}).Result()
+			require.NoError(t, err)
+			require.Len(t, res[0].Messages, 4, "the crashed consumer took every entry")
+			f.writer("survivor", nil)
+			f.eventually("claimed and written", func() bool { return len(f.rows(vid)) == 4 })
+			assert.Equal(t, admitted, f.rows(vid))
+			f.eventually("acknowledged", func() bool {
+				p, err := f.rdb.XPending(ctx, stream, async.DefaultGroup).Result()
+				return err == nil && p.Count == 0
+			})
+		})
+	}
+}
+
+// TestReconcileDrift: the books catch a unit lost or sold twice.
+func TestReconcileDrift(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(5)
+			_, err := f.svc.Place(ctx, 1, vid)
+			require.NoError(t, err)
+			assert.Zero(t, f.book(vid).Drift())
+			sale, _, _, _, _ := async.KeysOf(vid)
+			require.NoError(t, f.rdb.HIncrBy(ctx, sale, "stock", 1).Err()) // a unit that would sell twice
+			b, err := async.ReconcileSettled(ctx, f.rdb, f.store, vid, 3)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), b.Drift(), "books %+v", b)
+			require.NoError(t, f.rdb.HIncrBy(ctx, sale, "stock", -2).Err()) // a unit lost
+			assert.Equal(t, int64(-1), f.book(vid).Drift())
+		})
+	}
+}

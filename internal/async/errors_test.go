@@ -1,5 +1,0 @@
-package async_test
-
-import "errors"
-
-var errorsIsStd = errors.Is
