@@ -270,7 +270,6 @@ func TestReload(t *testing.T) {
 	}
 }
 
-
 // TestCrashBeforeCommit: a consumer of the group reads entries and dies before writing them
 // (it never acknowledges). Reading only new entries (">") would leave them pending forever;
 // the surviving writer claims them once idle past ClaimIdle and writes them.
