@@ -79,12 +79,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	f := newFixture(t, store{name: "real", rdb: srv.Client(), db: testenv.Databases(t, database.Pool{MaxOpen: 4})["mysql"]}, async.Config{})
 	vid := f.voucher(10)
 	f.writer("w", nil)
-	first := map[int64]int64{}
-	for u := int64(1); u <= 6; u++ {
-		id, err := f.svc.Place(ctx, u, vid)
-		require.NoError(t, err)
-		first[id] = u
-	}
+	f.place(vid, 1, 6)
 	f.eventually("written", func() bool { return len(f.rows(vid)) == 6 })
 	f.eventually("acknowledged", func() bool { return f.book(vid).Pending == 0 })
 

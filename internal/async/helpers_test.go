@@ -115,3 +115,16 @@ func (f *fixture) book(voucherID int64) async.Book {
 	require.NoError(f.t, err)
 	return b
 }
+
+// place admits one order of voucherID for each user in [from, to], all of which must be
+// admitted, and returns order id → user.
+func (f *fixture) place(voucherID, from, to int64) map[int64]int64 {
+	f.t.Helper()
+	admitted := map[int64]int64{}
+	for u := from; u <= to; u++ {
+		id, err := f.svc.Place(context.Background(), u, voucherID)
+		require.NoError(f.t, err, "user %d", u)
+		admitted[id] = u
+	}
+	return admitted
+}

@@ -153,12 +153,7 @@ func TestRedeliveryIdempotent(t *testing.T) {
 					return false
 				})
 			})
-			ids := map[int64]int64{}
-			for u := int64(1); u <= 3; u++ {
-				id, err := f.svc.Place(context.Background(), u, vid)
-				require.NoError(t, err)
-				ids[id] = u
-			}
+			ids := f.place(vid, 1, 3)
 			var es []async.Entry
 			select {
 			case es = <-committed:
@@ -235,19 +230,13 @@ func TestReload(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
 			ctx := context.Background()
 			vid := f.voucher(10)
-			for u := int64(1); u <= 4; u++ {
-				_, err := f.svc.Place(ctx, u, vid)
-				require.NoError(t, err)
-			}
+			f.place(vid, 1, 4)
 			w := f.writer("w", nil)
 			f.eventually("written", func() bool { return len(f.rows(vid)) == 4 })
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			require.NoError(t, w.Stop(sctx))
-			for u := int64(5); u <= 7; u++ { // pending: no writer runs
-				_, err := f.svc.Place(ctx, u, vid)
-				require.NoError(t, err)
-			}
+			f.place(vid, 5, 7) // pending: no writer runs
 			sale, users, _, _, _ := async.KeysOf(vid)
 			require.NoError(t, f.rdb.Del(ctx, sale, users).Err())
 			b := f.book(vid)
@@ -279,12 +268,7 @@ func TestCrashBeforeCommit(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
 			ctx := context.Background()
 			vid := f.voucher(5)
-			admitted := map[int64]int64{}
-			for u := int64(1); u <= 4; u++ {
-				id, err := f.svc.Place(ctx, u, vid)
-				require.NoError(t, err)
-				admitted[id] = u
-			}
+			admitted := f.place(vid, 1, 4)
 			_, _, _, stream, _ := async.KeysOf(vid)
 			require.NoError(t, f.rdb.XGroupCreateMkStream(ctx, stream, async.DefaultGroup, "0").Err())
 			res, err := f.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: async.DefaultGroup, Consumer: "crashed",
