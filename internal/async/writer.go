@@ -150,7 +150,7 @@ func (w *Writer) discover() {
 	defer w.mu.Unlock()
 	for _, s := range ids {
 		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || w.running[id] || w.ctx.Err() != nil {
+		if err != nil || w.running[id] || w.ctx.Err() != nil || w.finished(ctx, id) {
 			continue
 		}
 		w.running[id] = true
@@ -251,6 +251,12 @@ func (w *Writer) loop(voucherID int64) {
 			continue
 		}
 		if len(msgs) == 0 {
+			if time.Since(lastClaim) < pollBlock && w.finished(w.ctx, voucherID) {
+				w.mu.Lock()
+				delete(w.running, voucherID)
+				w.mu.Unlock()
+				return
+			}
 			continue
 		}
 		if !w.process(voucherID, k, msgs) {
@@ -258,6 +264,25 @@ func (w *Writer) loop(voucherID int64) {
 			w.sleep(retryBackoff)
 		}
 	}
+}
+
+// finishedAfter is how long after a sale's end its stream stops being read once empty: a loop
+// per voucher ever sold would hold a connection each in its blocking read.
+const finishedAfter = time.Minute
+
+// finished reports whether voucherID's sale ended over finishedAfter ago and its stream
+// holds nothing: its loop may end (an entry that still comes, which nothing admits after the
+// end, starts it again at the next discovery).
+func (w *Writer) finished(ctx context.Context, voucherID int64) bool {
+	k := keysOf(voucherID)
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	end, err := w.rdb.HGet(ctx, k.sale, "end").Int64()
+	if err != nil || time.Since(time.UnixMilli(end)) < finishedAfter {
+		return false
+	}
+	n, err := w.rdb.XLen(ctx, k.stream).Result()
+	return err == nil && n == 0
 }
 
 // sleep waits d or until Stop.
