@@ -100,3 +100,8 @@ func (v loadOnCreate) Create(ctx context.Context, in voucher.Voucher) (voucher.V
 	}
 	return out, nil
 }
+
+// DeadLettered returns how many orders of voucherID are in its dead-letter stream.
+func (a *Async) DeadLettered(ctx context.Context, voucherID int64) (int64, error) {
+	return a.Statuses.DeadLettered(ctx, voucherID)
+}

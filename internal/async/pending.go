@@ -108,3 +108,13 @@ func parseStatus(v string) (PendingOrder, error) {
 	}
 	return o, nil
 }
+
+// DeadLettered returns how many orders of voucherID were dead-lettered (its dead-letter
+// stream's length).
+func (s *Statuses) DeadLettered(ctx context.Context, voucherID int64) (int64, error) {
+	n, err := s.rdb.XLen(ctx, keysOf(voucherID).dead).Result()
+	if err != nil {
+		return 0, fmt.Errorf("dead letters: %w", err)
+	}
+	return n, nil
+}
