@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/order"
 )
 
@@ -35,6 +36,8 @@ type config struct {
 	zkAddrs      []string // the ZooKeeper ensemble
 	// redisSentinel, instead of redisAddr, is a primary that Sentinel watches.
 	redisSentinel app.RedisSentinel
+	orderMode    string   // app.ModeSync or app.ModeAsync
+	stream       async.Config
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -58,6 +61,12 @@ var settings = []envFlag{
 	{"SECKILL_REDLOCK_ADDRS", "redlock-addrs", "", "comma-separated host:port of the independent Redis nodes of SECKILL_LOCK=redlock; " +
 		"empty: " + strings.Join(app.DefaultRedLockAddrs, ",") + " (scripts/services.sh), or five embedded Redis servers with the embedded stores"},
 	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
+	{"SECKILL_ORDER_MODE", "order-mode", "sync", "sync: each order one database transaction (201); async: admitted in Redis (202 pending), written by the stream writer"},
+	{"SECKILL_STREAM_BATCH", "stream-batch", strconv.Itoa(async.DefaultBatch), "async: most orders the writer commits in one transaction"},
+	{"SECKILL_STREAM_LINGER", "stream-linger", async.DefaultLinger.String(), "async: how long the writer waits for a batch to fill"},
+	{"SECKILL_STREAM_CLAIM_IDLE", "stream-claim-idle", async.DefaultClaimIdle.String(), "async: idle time after which another instance's unacknowledged orders are claimed (XAUTOCLAIM)"},
+	{"SECKILL_STREAM_MAX_ATTEMPTS", "stream-max-attempts", strconv.Itoa(async.DefaultMaxAttempts), "async: refusals by the database before an order is dead-lettered and its reservation released"},
+	{"SECKILL_STREAM_DB_DOWN", "stream-db-down", async.DefaultDBDownBound.String(), "async: how long the writer may fail to reach the database before /readyz fails"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
@@ -120,7 +129,38 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if cfg.zkAddrs, err = parseAddrs("SECKILL_ZOOKEEPER_ADDRS", *vals["SECKILL_ZOOKEEPER_ADDRS"]); err != nil {
 		return config{}, err
 	}
+	if err := cfg.parseAsync(vals); err != nil {
+		return config{}, err
+	}
 	return cfg, nil
+}
+
+// parseAsync reads SECKILL_ORDER_MODE and the stream writer's settings.
+func (c *config) parseAsync(vals map[string]*string) error {
+	c.orderMode = *vals["SECKILL_ORDER_MODE"]
+	if c.orderMode != app.ModeSync && c.orderMode != app.ModeAsync {
+		return fmt.Errorf("SECKILL_ORDER_MODE=%q: want %s or %s", c.orderMode, app.ModeSync, app.ModeAsync)
+	}
+	var err error
+	for _, n := range []struct {
+		env string
+		dst *int
+	}{{"SECKILL_STREAM_BATCH", &c.stream.Batch}, {"SECKILL_STREAM_MAX_ATTEMPTS", &c.stream.MaxAttempts}} {
+		if *n.dst, err = strconv.Atoi(*vals[n.env]); err != nil || *n.dst < 1 {
+			return fmt.Errorf("%s=%q: want a number, 1 or more", n.env, *vals[n.env])
+		}
+	}
+	if c.stream.Linger, err = parseDuration("SECKILL_STREAM_LINGER", *vals["SECKILL_STREAM_LINGER"], 0); err != nil {
+		return err
+	}
+	if c.stream.Linger == 0 {
+		c.stream.Linger = -1 // no linger (zero in async.Config takes the default)
+	}
+	if c.stream.ClaimIdle, err = parseDuration("SECKILL_STREAM_CLAIM_IDLE", *vals["SECKILL_STREAM_CLAIM_IDLE"], 100*time.Millisecond); err != nil {
+		return err
+	}
+	c.stream.DBDownBound, err = parseDuration("SECKILL_STREAM_DB_DOWN", *vals["SECKILL_STREAM_DB_DOWN"], time.Second)
+	return err
 }
 
 // parseAddrs reads a comma-separated list of host:port; empty is nil.
@@ -215,6 +255,8 @@ func (c config) appConfig() app.Config {
 		Lock:       c.lock,
 		Order: order.Config{LockTTL: c.lockTTL, Timeout: c.orderTimeout, MaxInflight: c.maxInflight,
 			ProcessingDelay: c.orderDelay},
+		OrderMode: c.orderMode,
+		Async:     c.stream,
 	}
 }
 

@@ -40,8 +40,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.IntVar(&o.stock, "stock", 100, "stock of each guard's voucher")
 		fs.IntVar(&o.inFlight, "in-flight", 40, "users storming at the same time")
 		fs.DurationVar(&o.delay, "delay", 5*time.Millisecond, "business processing inside the critical section (overrides SECKILL_ORDER_DELAY)")
-		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper",
-			"guards to run, comma-separated (zookeeper only when one answers at SECKILL_ZOOKEEPER_ADDRS)")
+		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper,"+asyncRow,
+			"guards to run, comma-separated (zookeeper only when one answers at SECKILL_ZOOKEEPER_ADDRS; "+asyncRow+": SECKILL_ORDER_MODE=async)")
 	})
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	guards := strings.Split(o.guards, ",")
 	for _, g := range guards {
-		if _, ok := app.LockKinds[g]; !ok {
+		if _, ok := app.LockKinds[g]; !ok && g != asyncRow {
 			return fmt.Errorf("demo: unknown guard %q; want %s", g, app.LockKindNames())
 		}
 	}
@@ -84,7 +84,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	var notRun []string
 	for _, g := range guards {
 		c := cfg
-		c.lock = g
+		c.lock, c.orderMode = g, app.ModeSync
+		if g == asyncRow {
+			c.lock, c.orderMode = "redis", app.ModeAsync
+		}
 		r, err := stormGuard(ctx, log, c, st, o)
 		var be *app.LockBackendError
 		if g == "zookeeper" && errors.As(err, &be) {
@@ -208,6 +211,13 @@ func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *app.Store
 	codes, answered := storm(ctx, client, cl.url, vid, o)
 	r := demoResult{guard: cfg.lock, safe: app.LockKinds[cfg.lock].Safe, attempts: o.users * o.perUser, codes: codes,
 		facts: verdict.Facts{Client: "the demo", Counts: order.Counts{Orders: map[string]float64{}}}}
+	var asyncChecks []verdict.Check
+	if cfg.orderMode == app.ModeAsync {
+		r.guard, r.safe = asyncRow, true
+		if asyncChecks, err = drainAsync(ctx, cl.instances, vid, len(answered)); err != nil {
+			return demoResult{}, err
+		}
+	}
 	for _, inst := range cl.instances {
 		c, err := order.ReadCounts(inst.Registry)
 		if err != nil {
@@ -220,7 +230,7 @@ func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *app.Store
 	if err := verdict.ReadDB(ctx, cl.instances[0].DB, run, answered, &r.facts); err != nil {
 		return demoResult{}, err
 	}
-	r.checks = verdict.Evaluate(r.facts)
+	r.checks = append(verdict.Evaluate(r.facts), asyncChecks...)
 	return r, nil
 }
 

@@ -19,6 +19,7 @@ commands:
   migrate   apply the database migrations
   demo      two instances, one storm per guard, a verdict table
   pitfalls  run the wrong Redis locks from the articles, watch them fail, and their fixes
+  reconcile [voucher]  the asynchronous mode's books per voucher; non-zero exit on drift
 `
 
 // run is the whole program: main only calls it, and tests call it directly.
@@ -51,6 +52,8 @@ func dispatch(ctx context.Context, cmd string, rest []string, getenv func(string
 		return runDemo(ctx, rest, getenv, stdout, stderr)
 	case "pitfalls":
 		return runPitfalls(ctx, rest, getenv, stdout, stderr)
+	case "reconcile":
+		return runReconcile(ctx, rest, getenv, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)

@@ -83,7 +83,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := newHTTPServer(inst.Handler, cfg.lockTTL)
-	log.Info("seckill serving", "addr", ln.Addr().String(), "lock", cfg.lock, "lock_ttl", cfg.lockTTL,
+	log.Info("seckill serving", "addr", ln.Addr().String(), "order_mode", cfg.orderMode, "lock", cfg.lock, "lock_ttl", cfg.lockTTL,
 		"order_delay", cfg.orderDelay, "process", inst.Process)
 
 	errc := make(chan error, 1)

@@ -15,14 +15,22 @@ const HeaderUserID = "X-User-ID"
 type placeOrderResponse struct {
 	// OrderID is a decimal string: ids exceed 2^53, beyond what JavaScript numbers hold.
 	OrderID string `json:"orderId"`
+	// Status is "pending" in the asynchronous mode (202): the order is admitted, not yet
+	// written. Absent in the synchronous mode (201: written).
+	Status string `json:"status,omitempty"`
 }
+
+// statusPending is an admitted order's status until the writer commits it.
+const statusPending = "pending"
 
 // placeOrder takes no body and never reads one. A request that carries one (any
 // Content-Length but 0, or chunked) is refused with 400 before anything else, and its
 // connection closed: read or not, a body would otherwise be read by net/http before the
 // answer goes out (to keep the connection usable), so a client that sends one slowly would
 // hold back its own answer, and a client that sends one expects it to mean something.
-func placeOrder(log *slog.Logger, orders Orders) gin.HandlerFunc {
+//
+// pending (the asynchronous mode) answers an admitted order 202 with status pending.
+func placeOrder(log *slog.Logger, orders Orders, pending bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if c.Request.ContentLength != 0 {
 			c.Header("Connection", "close")
@@ -49,6 +57,10 @@ func placeOrder(log *slog.Logger, orders Orders) gin.HandlerFunc {
 		id, err := orders.Place(c.Request.Context(), userID, voucherID)
 		if err != nil {
 			writeServiceError(c, log, err)
+			return
+		}
+		if pending {
+			c.JSON(http.StatusAccepted, placeOrderResponse{OrderID: strconv.FormatInt(id, 10), Status: statusPending})
 			return
 		}
 		c.JSON(http.StatusCreated, placeOrderResponse{OrderID: strconv.FormatInt(id, 10)})

@@ -17,7 +17,7 @@ func routes(r *gin.Engine, log *slog.Logger, cfg Config, vouchers Vouchers, orde
 	api := r.Group("/api")
 	api.POST("/vouchers", requireAdmin(cfg.AdminToken), createVoucher(log, vouchers))
 	api.GET("/vouchers/:id", getVoucher(log, vouchers))
-	api.POST("/vouchers/:id/orders", placeOrder(log, orders))
+	api.POST("/vouchers/:id/orders", placeOrder(log, orders, cfg.Pending))
 
 	r.NoRoute(func(c *gin.Context) { writeError(c, statusCode{404, codeNotFound}, "no such route") })
 	r.NoMethod(func(c *gin.Context) { writeError(c, statusCode{405, codeMethodNotAllowed}, "method not allowed") })

@@ -37,6 +37,9 @@ type Config struct {
 	Ready *Readiness
 	// Metrics serves GET /metrics; nil leaves the route out (404 not_found like any unknown route).
 	Metrics http.Handler
+	// Pending says orders are admitted and written later (the asynchronous mode): a placed
+	// order answers 202 {"orderId", "status": "pending"} instead of 201.
+	Pending bool
 }
 
 // NewServer builds the HTTP handler of one service instance.

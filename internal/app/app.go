@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/lock"
@@ -38,6 +39,10 @@ type Config struct {
 	DBPool database.Pool
 	// RedisPool is the size of the instance's Redis pool; zero takes 128.
 	RedisPool int
+	// OrderMode is ModeSync (also when empty) or ModeAsync.
+	OrderMode string
+	// Async tunes the asynchronous mode; its zero Timeout takes the order timeout.
+	Async async.Config
 }
 
 // InflightPerConn is the default bound on an instance's orders in progress, per connection
@@ -59,6 +64,8 @@ type Instance struct {
 	Ready *api.Readiness
 	// Process identifies the instance in the lock values it writes.
 	Process string
+	// Async is the asynchronous mode's admission, writer and order statuses; nil in sync.
+	Async   *Async
 	closers []func() error
 }
 
@@ -71,6 +78,12 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	}
 	if err := cfg.Order.Validate(); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
+	}
+	if cfg.OrderMode == "" {
+		cfg.OrderMode = ModeSync
+	}
+	if cfg.OrderMode != ModeSync && cfg.OrderMode != ModeAsync {
+		return nil, fmt.Errorf("app: unknown order mode %q; want %s or %s", cfg.OrderMode, ModeSync, ModeAsync)
 	}
 	pool := cfg.DBPool
 	if pool.MaxOpen <= 0 {
@@ -122,9 +135,21 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 		checks["lock"] = guard.Ready
 	}
 
-	vouchers := voucher.NewService(voucher.NewStore(db.DB))
-	orders := order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, idgen.New(rdb, "order"),
+	var vouchers api.Vouchers = voucher.NewService(voucher.NewStore(db.DB))
+	var orders api.Orders = order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, idgen.New(rdb, "order"),
 		order.NewMetrics(inst.Registry), log, cfg.Order)
+	if cfg.OrderMode == ModeAsync {
+		a, err := newAsync(ctx, log, cfg, db, rdb, inst.Registry)
+		if err != nil {
+			_ = inst.Close()
+			return nil, err
+		}
+		inst.Async = a
+		inst.closers = append([]func() error{a.stop}, inst.closers...)
+		checks["writer"] = a.Writer.Ready
+		vouchers = loadOnCreate{Vouchers: vouchers, loader: a.Loader, log: log}
+		orders = a.Service
+	}
 	inst.Ready = api.NewReadiness(log, checks)
 	inst.Ready.Start(api.ReadyInterval)
 	inst.closers = append([]func() error{inst.Ready.Close}, inst.closers...)
@@ -132,6 +157,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 		AdminToken: cfg.AdminToken,
 		Ready:      inst.Ready,
 		Metrics:    promhttp.HandlerFor(inst.Registry, promhttp.HandlerOpts{}),
+		Pending:    cfg.OrderMode == ModeAsync,
 	}, vouchers, orders)
 	return inst, nil
 }

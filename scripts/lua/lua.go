@@ -60,3 +60,28 @@ var RegistryExtend string
 //
 //go:embed next_id.lua
 var NextID string
+
+// AsyncAdmit is async_admit.lua: the asynchronous mode's admission of one order.
+//
+//go:embed async_admit.lua
+var AsyncAdmit string
+
+// AsyncLoad is async_load.lua: create a voucher's sale hash from the database's books.
+//
+//go:embed async_load.lua
+var AsyncLoad string
+
+// AsyncAck is async_ack.lua: acknowledge and delete written entries.
+//
+//go:embed async_ack.lua
+var AsyncAck string
+
+// AsyncDead is async_dead.lua: dead-letter an entry and release its reservation.
+//
+//go:embed async_dead.lua
+var AsyncDead string
+
+// AsyncBooks is async_books.lua: a voucher's stock and the order ids in its stream.
+//
+//go:embed async_books.lua
+var AsyncBooks string

@@ -1,0 +1,38 @@
+// Package async is the asynchronous order mode: admission decided in Redis by one script
+// (scripts/lua/async_admit.lua) that reserves a unit and appends the order to the voucher's
+// stream, and writers that read the streams as a consumer group and write the orders to the
+// database in batches, acknowledging an entry only after its commit.
+//
+// Every Redis key of a voucher carries the hash tag {voucher:ID}, so its scripts run on Redis
+// Cluster: the sale hash (stock and window), the users hash (user → order id), the orders hash
+// (order id → pending or failed), the stream, the dead-letter stream and the attempts hash.
+package async
+
+import (
+	"errors"
+	"strconv"
+)
+
+// ErrNotLoaded is returned by Service.Place's script when the voucher's sale hash is missing
+// from Redis; Place then loads it from the database and tries once more.
+var errNotLoaded = errors.New("async: voucher not loaded into redis")
+
+// ErrStockShort is returned by Store.Write when the database's stock cannot cover the batch:
+// the books of Redis and the database disagree, and the batch is retried one order at a time.
+var ErrStockShort = errors.New("async: database stock short of the batch")
+
+// registryKey is the set of voucher ids loaded into Redis: the streams the writers read. It is
+// the one key outside a voucher's hash slot, and no script touches it.
+const registryKey = "seckill:async:vouchers"
+
+// keys are the Redis keys of one voucher, all in its hash slot.
+type keys struct {
+	sale, users, orders, stream, dead, attempts string
+}
+
+// keysOf returns voucherID's keys.
+func keysOf(voucherID int64) keys {
+	p := "seckill:{voucher:" + strconv.FormatInt(voucherID, 10) + "}:"
+	return keys{sale: p + "sale", users: p + "users", orders: p + "orders", stream: p + "stream",
+		dead: p + "dead", attempts: p + "attempts"}
+}

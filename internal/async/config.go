@@ -1,0 +1,92 @@
+package async
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultGroup       = "seckill-writers"
+	DefaultBatch       = 200
+	DefaultLinger      = 2 * time.Millisecond
+	DefaultClaimIdle   = 5 * time.Second
+	DefaultMaxAttempts = 5
+	DefaultDBDownBound = 10 * time.Second
+	DefaultTimeout     = 2 * time.Second
+)
+
+// Config tunes the asynchronous mode. Zero fields take the defaults above.
+type Config struct {
+	// Group is the consumer group of the writers: one per service.
+	Group string
+	// Consumer names this instance's writer in the group; it must differ between instances
+	// (two writers under one name would take each other's pending entries for their own).
+	// Empty: hostname-pid-random.
+	Consumer string
+	// Batch is the most orders one database transaction writes.
+	Batch int
+	// Linger is how long the writer waits for a batch to fill once it has fewer than Batch.
+	Linger time.Duration
+	// ClaimIdle is how long an entry may stay delivered and unacknowledged before another
+	// writer claims it (XAUTOCLAIM): the writer that read it crashed or hangs. It must exceed
+	// the time a batch takes to commit.
+	ClaimIdle time.Duration
+	// MaxAttempts is how often an order may be refused by the database (not: the database
+	// unreachable) before it is dead-lettered and its reservation released.
+	MaxAttempts int
+	// DBDownBound is how long the writer may fail to reach the database before Ready fails.
+	DBDownBound time.Duration
+	// Timeout bounds each admission (its Redis calls, and a load from the database).
+	Timeout time.Duration
+	// Now is the clock of the sale window; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.Consumer == "" {
+		c.Consumer = ConsumerName()
+	}
+	if c.Batch <= 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.Linger < 0 {
+		c.Linger = 0
+	} else if c.Linger == 0 {
+		c.Linger = DefaultLinger
+	}
+	if c.ClaimIdle <= 0 {
+		c.ClaimIdle = DefaultClaimIdle
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.DBDownBound <= 0 {
+		c.DBDownBound = DefaultDBDownBound
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// ConsumerName is a consumer name unique to this process: hostname, pid and 6 random bytes,
+// so that two instances never share one, not even two containers that both run as pid 1.
+func ConsumerName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	b := make([]byte, 6)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on the platforms Go supports
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(b)
+}

@@ -1,0 +1,11 @@
+package async
+
+// SetBeforeAck makes w run f after each commit and before its acknowledgement; f returning
+// false abandons the batch there, as a writer that crashed would. Call it before Start.
+func SetBeforeAck(w *Writer, f func(voucherID int64, es []Entry) bool) { w.beforeAck = f }
+
+// KeysOf exposes a voucher's Redis keys to the tests.
+func KeysOf(voucherID int64) (sale, users, orders, stream, dead string) {
+	k := keysOf(voucherID)
+	return k.sale, k.users, k.orders, k.stream, k.dead
+}

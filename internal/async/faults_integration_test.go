@@ -1,0 +1,221 @@
+//go:build integration
+
+package async_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// TestDatabaseUnreachable: the writer's MariaDB (one of the test's own) hangs mid-sale.
+// Admission goes on in Redis; the orders wait in the stream; the writer reports not ready once
+// the database has been out of reach past DBDownBound; when it answers again every order is
+// written, once, and the books agree.
+func TestDatabaseUnreachable(t *testing.T) {
+	ctx := context.Background()
+	maria := testenv.StartMariaDB(t)
+	db, err := database.OpenMySQL(ctx, maria.CreateDatabase("seckill_async_down"), database.Pool{MaxOpen: 4})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Migrate(ctx)
+	require.NoError(t, err)
+	f := newFixture(t, store{name: "real", rdb: testenv.StartRedisServer(t).Client(), db: db},
+		async.Config{DBDownBound: time.Second, ClaimIdle: time.Second})
+	vid := f.voucher(10)
+	w := f.writer("w", nil)
+	admitted := map[int64]int64{}
+	place := func(users ...int64) {
+		for _, u := range users {
+			id, err := f.svc.Place(ctx, u, vid)
+			require.NoError(t, err)
+			admitted[id] = u
+		}
+	}
+	place(1, 2, 3)
+	f.eventually("the first orders written", func() bool { return len(f.rows(vid)) == 3 })
+
+	maria.Freeze()
+	thawed := false
+	t.Cleanup(func() {
+		if !thawed {
+			maria.Thaw()
+		}
+	})
+	place(4, 5, 6, 7) // admission needs only Redis
+	f.eventually("the writer reports the database out of reach", func() bool { return w.Ready(ctx) != nil })
+	maria.Thaw()
+	thawed = true
+	f.eventually("the waiting orders written", func() bool { return len(f.rows(vid)) == 7 })
+	f.eventually("the writer ready again", func() bool { return w.Ready(ctx) == nil })
+	assert.Equal(t, admitted, f.rows(vid))
+	f.eventually("drained", func() bool { return f.book(vid).Pending == 0 })
+	b := f.book(vid)
+	assert.Zero(t, b.Drift(), "books %+v", b)
+	assert.Equal(t, int64(3), b.DBStock)
+}
+
+// TestRedisRestartedEmpty: a real redis-server is killed after orders were written and comes
+// back empty. The next admission reloads the voucher from the database: the users who
+// ordered are refused, and only the units the database still has are sold.
+func TestRedisRestartedEmpty(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.StartRedisServer(t)
+	f := newFixture(t, store{name: "real", rdb: srv.Client(), db: testenv.Databases(t, database.Pool{MaxOpen: 4})["mysql"]}, async.Config{})
+	vid := f.voucher(10)
+	f.writer("w", nil)
+	f.place(vid, 1, 6)
+	f.eventually("written", func() bool { return len(f.rows(vid)) == 6 })
+	f.eventually("acknowledged", func() bool { return f.book(vid).Pending == 0 })
+
+	srv.Restart()
+	for u := int64(1); u <= 6; u++ {
+		_, err := f.svc.Place(ctx, u, vid)
+		assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "user %d ordered before the restart", u)
+	}
+	var mu sync.Mutex
+	second := 0
+	var wg sync.WaitGroup
+	for u := int64(100); u < 140; u++ {
+		wg.Go(func() {
+			_, err := f.svc.Place(ctx, u, vid)
+			if err == nil {
+				mu.Lock()
+				second++
+				mu.Unlock()
+			} else if !assert.ErrorIs(t, err, order.ErrSoldOut) {
+				return
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 4, second, "only the 4 units left in the database are sold again")
+	f.eventually("all 10 written by the writer, which recreated its group", func() bool { return len(f.rows(vid)) == 10 })
+	f.eventually("drained", func() bool { return f.book(vid).Pending == 0 })
+	b := f.book(vid)
+	assert.Zero(t, b.Drift(), "books %+v", b)
+	assert.Equal(t, int64(0), b.DBStock)
+}
+
+// TestRedisCluster: the admission, load, acknowledgement and dead-letter scripts on a real
+// three-master Redis Cluster (scripts/redis-cluster.sh): every key of a voucher is passed in
+// KEYS and shares its hash tag, so nothing is refused CROSSSLOT; vouchers land on different
+// masters.
+func TestRedisCluster(t *testing.T) {
+	ports := clusterPorts(t)
+	dir := filepath.Join(t.TempDir(), "cluster")
+	env := append(os.Environ(), "REDIS_CLUSTER_PORTS="+strings.Join(ports, " "), "REDIS_CLUSTER_DIR="+dir)
+	script := filepath.Join(repoRoot(t), "scripts", "redis-cluster.sh")
+	up := exec.Command(script, "up")
+	up.Env = env
+	out, err := up.CombinedOutput()
+	t.Cleanup(func() {
+		down := exec.Command(script, "down")
+		down.Env = env
+		_ = down.Run()
+	})
+	require.NoError(t, err, "scripts/redis-cluster.sh up: %s", out)
+	var addrs []string
+	for _, p := range ports {
+		addrs = append(addrs, "127.0.0.1:"+p)
+	}
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	ctx := context.Background()
+	f := newFixture(t, store{name: "cluster", rdb: rdb, db: testenv.Databases(t, database.Pool{MaxOpen: 4})["mysql"]}, async.Config{MaxAttempts: 2})
+	var vids []int64
+	masters := map[string]bool{}
+	for range 6 {
+		vid := f.voucher(5)
+		vids = append(vids, vid)
+		sale, _, _, _, _ := async.KeysOf(vid)
+		slot, err := rdb.ClusterKeySlot(ctx, sale).Result()
+		require.NoError(t, err)
+		masters[masterOf(t, rdb, slot)] = true
+	}
+	require.Greater(t, len(masters), 1, "the vouchers should spread over masters")
+	f.writer("a", nil)
+	f.writer("b", nil)
+	admitted := map[int64]map[int64]int64{}
+	for _, vid := range vids {
+		admitted[vid] = map[int64]int64{}
+		for u := int64(1); u <= 7; u++ {
+			id, err := f.svc.Place(ctx, u, vid)
+			if u > 5 {
+				require.ErrorIs(t, err, order.ErrSoldOut)
+				continue
+			}
+			require.NoError(t, err)
+			admitted[vid][id] = u
+			p, ok, err := f.statuses.Lookup(ctx, id)
+			require.NoError(t, err)
+			if ok {
+				assert.Equal(t, u, p.UserID)
+			}
+		}
+		again, err := f.svc.Place(ctx, 1, vid)
+		require.ErrorIs(t, err, order.ErrAlreadyOrdered)
+		require.Contains(t, admitted[vid], again)
+	}
+	for _, vid := range vids {
+		f.eventually("voucher "+strconv.FormatInt(vid, 10)+" written", func() bool { return len(f.rows(vid)) == 5 })
+		assert.Equal(t, admitted[vid], f.rows(vid))
+		f.eventually("drained", func() bool { return f.book(vid).Pending == 0 })
+		assert.Zero(t, f.book(vid).Drift())
+	}
+
+	// The dead-letter script on the cluster: an order whose user has another row.
+	vid := f.voucher(3)
+	require.NoError(t, f.loader.Load(ctx, vid))
+	require.NoError(t, f.db.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?)",
+		1, 9, vid, time.Now().UTC(), time.Now().UTC()).Error)
+	_, err = f.svc.Place(ctx, 9, vid)
+	require.NoError(t, err)
+	_, _, _, _, dead := async.KeysOf(vid)
+	f.eventually("dead-lettered on the cluster", func() bool { n, err := rdb.XLen(ctx, dead).Result(); return err == nil && n == 1 })
+	assert.Equal(t, int64(3), f.book(vid).RedisStock)
+}
+
+// clusterPorts are three free ports, from SECKILL_TEST_REDIS_CLUSTER_PORTS (default
+// 16710-16712).
+func clusterPorts(t *testing.T) []string {
+	ports := strings.Fields(testenv.Getenv("SECKILL_TEST_REDIS_CLUSTER_PORTS", "16710 16711 16712"))
+	require.Len(t, ports, 3, "SECKILL_TEST_REDIS_CLUSTER_PORTS")
+	return ports
+}
+
+// masterOf returns the address of the master serving slot.
+func masterOf(t *testing.T, rdb *redis.ClusterClient, slot int64) string {
+	slots, err := rdb.ClusterSlots(context.Background()).Result()
+	require.NoError(t, err)
+	for _, s := range slots {
+		if int64(s.Start) <= slot && slot <= int64(s.End) {
+			return s.Nodes[0].Addr
+		}
+	}
+	t.Fatalf("no master for slot %d", slot)
+	return ""
+}
+
+// repoRoot is the module root, two directories up from this package.
+func repoRoot(t *testing.T) string {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	return filepath.Join(wd, "..", "..")
+}

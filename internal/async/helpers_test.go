@@ -1,0 +1,130 @@
+package async_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// store is one pair of stores a test runs on.
+type store struct {
+	name string
+	rdb  redis.UniversalClient
+	db   *database.DB
+}
+
+// stores returns the embedded pair (miniredis + SQLite) and, in integration builds, a
+// redis-server of the test's own with the real MariaDB/MySQL.
+func stores(t *testing.T) []store {
+	t.Helper()
+	dbs := testenv.Databases(t, database.Pool{MaxOpen: 8})
+	out := []store{{name: "embedded", rdb: testenv.EmbeddedRedis(t).Client, db: dbs["sqlite"]}}
+	if testenv.Integration {
+		out = append(out, store{name: "real", rdb: testenv.StartRedisServer(t).Client(), db: dbs["mysql"]})
+	}
+	return out
+}
+
+// fixture is the asynchronous mode over one pair of stores.
+type fixture struct {
+	t        *testing.T
+	rdb      redis.UniversalClient
+	db       *database.DB
+	store    *async.Store
+	loader   *async.Loader
+	svc      *async.Service
+	statuses *async.Statuses
+	cfg      async.Config
+}
+
+func newFixture(t *testing.T, s store, cfg async.Config) *fixture {
+	st := async.NewStore(s.db)
+	loader := async.NewLoader(s.rdb, st, quiet)
+	if cfg.ClaimIdle == 0 {
+		cfg.ClaimIdle = 300 * time.Millisecond
+	}
+	return &fixture{t: t, rdb: s.rdb, db: s.db, store: st, loader: loader, cfg: cfg,
+		svc:      async.NewService(s.rdb, idgen.New(s.rdb, "order"), loader, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg),
+		statuses: async.NewStatuses(s.rdb)}
+}
+
+// voucher creates a seckill voucher on sale now with stock.
+func (f *fixture) voucher(stock int) int64 {
+	f.t.Helper()
+	v, err := voucher.NewService(voucher.NewStore(f.db.DB)).Create(context.Background(), voucher.Voucher{Title: "t", Stock: stock,
+		BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)})
+	require.NoError(f.t, err)
+	return v.ID
+}
+
+// writer starts a writer (named consumer) with the fixture's config; stopped when t ends.
+func (f *fixture) writer(consumer string, setup func(*async.Writer)) *async.Writer {
+	cfg := f.cfg
+	cfg.Consumer = consumer
+	w := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+	if setup != nil {
+		setup(w)
+	}
+	w.Start()
+	f.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.Stop(ctx)
+	})
+	return w
+}
+
+// rows returns the voucher's order rows: order id → user id.
+func (f *fixture) rows(voucherID int64) map[int64]int64 {
+	f.t.Helper()
+	b, err := f.store.Books(context.Background(), voucherID)
+	require.NoError(f.t, err)
+	return b.Orders
+}
+
+// eventually waits, up to 20 s, until cond holds.
+func (f *fixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("not within 20 s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// book reads the voucher's books.
+func (f *fixture) book(voucherID int64) async.Book {
+	f.t.Helper()
+	b, err := async.Reconcile(context.Background(), f.rdb, f.store, voucherID)
+	require.NoError(f.t, err)
+	return b
+}
+
+// place admits one order of voucherID for each user in [from, to], all of which must be
+// admitted, and returns order id → user.
+func (f *fixture) place(voucherID, from, to int64) map[int64]int64 {
+	f.t.Helper()
+	admitted := map[int64]int64{}
+	for u := from; u <= to; u++ {
+		id, err := f.svc.Place(context.Background(), u, voucherID)
+		require.NoError(f.t, err, "user %d", u)
+		admitted[id] = u
+	}
+	return admitted
+}

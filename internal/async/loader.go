@@ -1,0 +1,172 @@
+package async
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/seckill/seckill/scripts/lua"
+)
+
+var (
+	loadScript  = redis.NewScript(lua.AsyncLoad)
+	booksScript = redis.NewScript(lua.AsyncBooks)
+)
+
+// restoreChunk is how many users one HSET restores.
+const restoreChunk = 1000
+
+// Loader loads vouchers from the database into Redis: when one is created, at start for those
+// Redis lacks, and when an admission finds one missing.
+type Loader struct {
+	rdb   redis.UniversalClient
+	store *Store
+	log   *slog.Logger
+	// loads lets one load of a voucher run at a time per instance: a storm on a voucher
+	// Redis lacks makes one database read, not one per request.
+	loads singleflight.Group
+}
+
+// NewLoader returns a loader from store into rdb.
+func NewLoader(rdb redis.UniversalClient, store *Store, log *slog.Logger) *Loader {
+	return &Loader{rdb: rdb, store: store, log: log}
+}
+
+// Load creates voucherID's sale hash unless it exists. Its stock is the database's stock minus
+// the orders still waiting in the stream (admitted, not yet written), and the users of the
+// written and the waiting orders are restored first, so that a Redis that lost the hash (it
+// restarted empty, or the key was evicted) sells no unit twice and lets no user order twice.
+// It returns voucher.ErrNotFound when there is no such seckill voucher.
+//
+// The stream is read before the database: an order written in between is then in both and
+// counted once (it is in the database's rows); read the other way round, it could be in
+// neither and its unit sold again.
+func (l *Loader) Load(ctx context.Context, voucherID int64) error {
+	ch := l.loads.DoChan(strconv.FormatInt(voucherID, 10), func() (any, error) {
+		// Not the first caller's ctx alone: a caller that gives up must not fail the others.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
+		defer cancel()
+		return nil, l.load(lctx, voucherID)
+	})
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done():
+		return fmt.Errorf("load voucher %d: %w", voucherID, ctx.Err())
+	}
+}
+
+// loadTimeout bounds one load, which callers share.
+const loadTimeout = 5 * time.Second
+
+func (l *Loader) load(ctx context.Context, voucherID int64) error {
+	k := keysOf(voucherID)
+	if n, err := l.rdb.Exists(ctx, k.sale).Result(); err != nil {
+		return fmt.Errorf("load voucher %d: %w", voucherID, err)
+	} else if n == 1 {
+		return l.register(ctx, voucherID)
+	}
+	rb, err := readRedisBooks(ctx, l.rdb, voucherID)
+	if err != nil {
+		return fmt.Errorf("load voucher %d: %w", voucherID, err)
+	}
+	b, err := l.store.Books(ctx, voucherID)
+	if err != nil {
+		return err
+	}
+	var users []any
+	for id, user := range b.Orders {
+		users = append(users, user, id)
+	}
+	pending := 0
+	for _, e := range rb.stream {
+		if _, written := b.Orders[e.OrderID]; written {
+			continue
+		}
+		pending++
+		users = append(users, e.UserID, e.OrderID)
+		if err := l.rdb.HSetNX(ctx, k.orders, strconv.FormatInt(e.OrderID, 10),
+			pendingValue(e.UserID, e.At.UnixMilli())).Err(); err != nil {
+			return fmt.Errorf("load voucher %d: restore pending order: %w", voucherID, err)
+		}
+	}
+	for i := 0; i < len(users); i += 2 * restoreChunk {
+		if err := l.rdb.HSet(ctx, k.users, users[i:min(len(users), i+2*restoreChunk)]...).Err(); err != nil {
+			return fmt.Errorf("load voucher %d: restore users: %w", voucherID, err)
+		}
+	}
+	stock := b.Voucher.Stock - pending
+	created, err := loadScript.Run(ctx, l.rdb, []string{k.sale}, stock,
+		b.Voucher.BeginTime.UnixMilli(), b.Voucher.EndTime.UnixMilli()).Int()
+	if err != nil {
+		return fmt.Errorf("load voucher %d: %w", voucherID, err)
+	}
+	if created == 1 {
+		l.log.Info("voucher loaded into redis", "voucher_id", voucherID, "stock", stock,
+			"database_stock", b.Voucher.Stock, "pending", pending, "orders", len(b.Orders))
+	}
+	return l.register(ctx, voucherID)
+}
+
+// register adds voucherID to the set of streams the writers read.
+func (l *Loader) register(ctx context.Context, voucherID int64) error {
+	if err := l.rdb.SAdd(ctx, registryKey, voucherID).Err(); err != nil {
+		return fmt.Errorf("register voucher %d: %w", voucherID, err)
+	}
+	return nil
+}
+
+// LoadOnSale loads every seckill voucher whose sale has not ended and that Redis lacks.
+func (l *Loader) LoadOnSale(ctx context.Context, now time.Time) error {
+	ids, err := l.store.OnSale(ctx, now)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if err := l.Load(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redisBooks is a voucher's books in Redis: its stock (loaded false when the sale hash is
+// missing) and the orders in its stream.
+type redisBooks struct {
+	loaded bool
+	stock  int64
+	stream []Entry
+}
+
+// readRedisBooks reads the sale hash's stock and the stream's entries in one script.
+func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64) (redisBooks, error) {
+	k := keysOf(voucherID)
+	res, err := booksScript.Run(ctx, rdb, []string{k.sale, k.stream}).Slice()
+	if err != nil {
+		return redisBooks{}, fmt.Errorf("read books: %w", err)
+	}
+	var b redisBooks
+	if len(res) > 0 && res[0] != nil {
+		s, _ := res[0].(string)
+		if b.stock, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return redisBooks{}, fmt.Errorf("read books: stock %q: %w", s, err)
+		}
+		b.loaded = true
+	}
+	for i := 1; i+2 < len(res); i += 3 {
+		var n [3]int64
+		for j := range n {
+			s, _ := res[i+j].(string)
+			if n[j], err = strconv.ParseInt(s, 10, 64); err != nil {
+				return redisBooks{}, fmt.Errorf("read books: malformed stream entry: %q: %w", s, err)
+			}
+		}
+		b.stream = append(b.stream, Entry{OrderID: n[0], UserID: n[1], VoucherID: voucherID, At: time.UnixMilli(n[2]).UTC()})
+	}
+	return b, nil
+}

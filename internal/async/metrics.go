@@ -1,0 +1,65 @@
+package async
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill/seckill/internal/order"
+)
+
+// The asynchronous mode's metric names. Readers use these, never their own copies.
+const (
+	// MetricAdmissions counts admissions by result (order.ResultLabel): admitted, and the
+	// refusals of order.Results.
+	MetricAdmissions   = "seckill_async_admissions_total"
+	MetricWritten      = "seckill_async_written_total"
+	MetricClaimed      = "seckill_async_claimed_total"
+	MetricDeadLettered = "seckill_async_dead_lettered_total"
+	// MetricPending is the entries delivered to a writer and not acknowledged (XPENDING).
+	MetricPending = "seckill_async_pending"
+	// MetricBacklog is the entries admitted and not yet written: the streams' length.
+	MetricBacklog = "seckill_async_backlog"
+	// MetricOldestAge is the age of the oldest entry not yet written.
+	MetricOldestAge = "seckill_async_oldest_pending_seconds"
+)
+
+// Admission results besides order.Results.
+const (
+	resultAdmitted = "admitted"
+	resultNotFound = "not_found"
+)
+
+// Metrics are the asynchronous mode's Prometheus metrics.
+type Metrics struct {
+	admissions   *prometheus.CounterVec
+	written      prometheus.Counter
+	claimed      prometheus.Counter
+	deadLettered prometheus.Counter
+	pending      prometheus.Gauge
+	backlog      prometheus.Gauge
+	oldest       prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAdmissions,
+			Help: "Asynchronous admissions by result: admitted, or why not."}, []string{order.ResultLabel}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricWritten,
+			Help: "Orders the writer committed to the database."}),
+		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricClaimed,
+			Help: "Stream entries this writer claimed from another consumer (XAUTOCLAIM) after they idled past the claim time."}),
+		deadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricDeadLettered,
+			Help: "Orders given up after too many refusals by the database: dead-lettered, reservation released."}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricPending,
+			Help: "Stream entries delivered to a writer and not acknowledged (XPENDING), all vouchers."}),
+		backlog: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricBacklog,
+			Help: "Orders admitted and not yet written (the streams' length), all vouchers."}),
+		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricOldestAge,
+			Help: "Age in seconds of the oldest order admitted and not yet written; 0 when none."}),
+	}
+	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest)
+	for _, r := range []string{resultAdmitted, order.ResultAlreadyOrdered, order.ResultSoldOut, order.ResultSaleNotActive, resultNotFound, order.ResultError} {
+		m.admissions.WithLabelValues(r)
+	}
+	return m
+}

@@ -1,0 +1,120 @@
+package async
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PendingOrder is an order Redis knows and the database does not (yet): admitted and waiting
+// for a writer, or given up (Failed, with the Reason).
+type PendingOrder struct {
+	ID, UserID, VoucherID int64
+	Failed                bool
+	Reason                string
+	CreatedAt             time.Time
+}
+
+// Statuses answers for the orders that are not rows in the database: it is the asynchronous
+// mode's side of order lookup (GET /api/orders/{id}). An order stays in the orders hash until
+// the writer's acknowledgement, which follows the commit, so a reader that asks Statuses first
+// and the database second never falls between the two.
+type Statuses struct {
+	rdb redis.UniversalClient
+}
+
+// NewStatuses returns the pending and failed orders of rdb.
+func NewStatuses(rdb redis.UniversalClient) *Statuses { return &Statuses{rdb: rdb} }
+
+// Lookup returns orderID as Redis knows it and true, or false when Redis knows nothing of it
+// (never admitted, or written: ask the database). It looks in the orders hash of every loaded
+// voucher, in one pipeline.
+func (s *Statuses) Lookup(ctx context.Context, orderID int64) (PendingOrder, bool, error) {
+	ids, err := s.rdb.SMembers(ctx, registryKey).Result()
+	if err != nil {
+		return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
+	}
+	field := strconv.FormatInt(orderID, 10)
+	cmds := make([]*redis.StringCmd, len(ids))
+	vouchers := make([]int64, len(ids))
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			vouchers[i], _ = strconv.ParseInt(id, 10, 64)
+			cmds[i] = p.HGet(ctx, keysOf(vouchers[i]).orders, field)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
+	}
+	for i, c := range cmds {
+		v, err := c.Result()
+		if err == redis.Nil {
+			continue
+		}
+		if err != nil {
+			return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
+		}
+		o, err := parseStatus(v)
+		if err != nil {
+			return PendingOrder{}, false, fmt.Errorf("lookup order %d: %w", orderID, err)
+		}
+		o.ID, o.VoucherID = orderID, vouchers[i]
+		return o, true, nil
+	}
+	return PendingOrder{}, false, nil
+}
+
+// OrderOf returns the id of userID's order of voucherID that Redis holds (pending or
+// written) and true, or false when it holds none. A failed order's user was released: false.
+func (s *Statuses) OrderOf(ctx context.Context, userID, voucherID int64) (int64, bool, error) {
+	v, err := s.rdb.HGet(ctx, keysOf(voucherID).users, strconv.FormatInt(userID, 10)).Result()
+	if err == redis.Nil {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("order of user: %w", err)
+	}
+	id, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("order of user: %q: %w", v, err)
+	}
+	return id, true, nil
+}
+
+// pendingValue is an orders-hash value as async_admit.lua writes it.
+func pendingValue(userID, atMs int64) string {
+	return "pending|" + strconv.FormatInt(userID, 10) + "|" + strconv.FormatInt(atMs, 10)
+}
+
+// parseStatus reads "pending|user|at" or "failed|user|at|reason".
+func parseStatus(v string) (PendingOrder, error) {
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) < 3 || (parts[0] != "pending" && parts[0] != "failed") {
+		return PendingOrder{}, fmt.Errorf("malformed status %q", v)
+	}
+	user, err1 := strconv.ParseInt(parts[1], 10, 64)
+	at, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return PendingOrder{}, fmt.Errorf("malformed status %q", v)
+	}
+	o := PendingOrder{UserID: user, CreatedAt: time.UnixMilli(at).UTC(), Failed: parts[0] == "failed"}
+	if o.Failed && len(parts) == 4 {
+		o.Reason = parts[3]
+	}
+	return o, nil
+}
+
+// DeadLettered returns how many orders of voucherID were dead-lettered (its dead-letter
+// stream's length).
+func (s *Statuses) DeadLettered(ctx context.Context, voucherID int64) (int64, error) {
+	n, err := s.rdb.XLen(ctx, keysOf(voucherID).dead).Result()
+	if err != nil {
+		return 0, fmt.Errorf("dead letters: %w", err)
+	}
+	return n, nil
+}

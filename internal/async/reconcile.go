@@ -1,0 +1,69 @@
+package async
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Book is one voucher's books across Redis and the database. Every unit of the initial stock
+// is in exactly one place: left in Redis, reserved by an order waiting in the stream, or sold
+// in a database row; so RedisStock + Pending + Orders = Initial, where Initial is the
+// database's stock plus its rows (the writer takes both in one transaction).
+type Book struct {
+	VoucherID int64
+	// Loaded is false when Redis has no sale hash for the voucher (nothing to compare).
+	Loaded bool
+	// Initial is the database's stock plus its order rows.
+	Initial int64
+	// DBStock is the database's stock: what is not in a row.
+	DBStock int64
+	// RedisStock is the units Redis may still admit.
+	RedisStock int64
+	// Pending is the orders in the stream that are not rows yet.
+	Pending int64
+	// Orders is the database's order rows of the voucher.
+	Orders int64
+}
+
+// Drift is RedisStock + Pending + Orders − Initial: zero when the books agree; below zero
+// units are lost (under-sold), above zero sold twice.
+func (b Book) Drift() int64 { return b.RedisStock + b.Pending + b.Orders - b.Initial }
+
+// Reconcile reads voucherID's books: Redis first (the stock and the stream in one script),
+// then the database (stock and rows in one transaction). An order written between the two
+// reads is counted once, as a row. An order admitted in between is not seen by Redis's read
+// but, if written before the database's, is a row: while orders flow the books can show a
+// transient drift, so callers read again before they report one (see ReconcileSettled).
+func Reconcile(ctx context.Context, rdb redis.Scripter, store *Store, voucherID int64) (Book, error) {
+	rb, err := readRedisBooks(ctx, rdb, voucherID)
+	if err != nil {
+		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	b, err := store.Books(ctx, voucherID)
+	if err != nil {
+		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
+	book := Book{VoucherID: voucherID, Loaded: rb.loaded, RedisStock: rb.stock, DBStock: int64(b.Voucher.Stock),
+		Orders: int64(len(b.Orders)), Initial: int64(b.Voucher.Stock) + int64(len(b.Orders))}
+	for _, e := range rb.stream {
+		if _, written := b.Orders[e.OrderID]; !written {
+			book.Pending++
+		}
+	}
+	return book, nil
+}
+
+// ReconcileSettled reads the books up to tries times and returns the first that agree, or
+// the last: a drift seen on every read is not a race with the writer.
+func ReconcileSettled(ctx context.Context, rdb redis.Scripter, store *Store, voucherID int64, tries int) (Book, error) {
+	var b Book
+	var err error
+	for range max(tries, 1) {
+		if b, err = Reconcile(ctx, rdb, store, voucherID); err != nil || !b.Loaded || b.Drift() == 0 {
+			return b, err
+		}
+	}
+	return b, err
+}

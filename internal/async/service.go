@@ -1,0 +1,179 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
+	"github.com/seckill/seckill/scripts/lua"
+)
+
+var admitScript = redis.NewScript(lua.AsyncAdmit)
+
+// IDs generates order ids (internal/idgen).
+type IDs interface {
+	Next(ctx context.Context) (int64, error)
+}
+
+// Service admits orders in Redis; the Writer writes them to the database later.
+type Service struct {
+	rdb     redis.UniversalClient
+	ids     IDs
+	loader  *Loader
+	metrics *Metrics
+	log     *slog.Logger
+	cfg     Config
+}
+
+// NewService returns the admission side of the asynchronous mode.
+func NewService(rdb redis.UniversalClient, ids IDs, loader *Loader, metrics *Metrics, log *slog.Logger, cfg Config) *Service {
+	return &Service{rdb: rdb, ids: ids, loader: loader, metrics: metrics, log: log, cfg: cfg.withDefaults()}
+}
+
+// Place admits userID's order of voucherID and returns its id; the order is pending until a
+// writer commits it. It returns voucher.ErrNotFound, order.ErrSaleNotActive, order.ErrSoldOut,
+// an error wrapping order.ErrAlreadyOrdered whose id is returned with it (the user's earlier
+// order, pending or written), or an error wrapping order.ErrUnavailable when Redis or the
+// database (for a voucher Redis lacks) failed or did not answer within Config.Timeout: then
+// nothing was admitted.
+func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	id, result, err := s.place(ctx, userID, voucherID)
+	s.metrics.admissions.WithLabelValues(result).Inc()
+	return id, err
+}
+
+func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, string, error) {
+	// Refusals first, from two plain reads: in a storm on a sold-out voucher most requests end
+	// here, with no order id drawn and no script run. Each refusal is true when read; the
+	// script checks everything again, atomically, for the requests that pass.
+	if id, result, err, done := s.precheck(ctx, userID, voucherID); done {
+		return id, result, err
+	}
+	orderID, err := s.ids.Next(ctx)
+	if err != nil {
+		return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+	}
+	for try := 0; ; try++ {
+		id, err := s.admit(ctx, userID, voucherID, orderID)
+		switch {
+		case errors.Is(err, errNotLoaded) && try == 0:
+			if err := s.loader.Load(ctx, voucherID); err != nil {
+				if errors.Is(err, voucher.ErrNotFound) {
+					return 0, resultNotFound, err
+				}
+				return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+			}
+			continue
+		case err == nil:
+			return id, resultAdmitted, nil
+		case errors.Is(err, order.ErrAlreadyOrdered):
+			return id, order.ResultAlreadyOrdered, err
+		case errors.Is(err, order.ErrSoldOut):
+			return 0, order.ResultSoldOut, err
+		case errors.Is(err, order.ErrSaleNotActive):
+			return 0, order.ResultSaleNotActive, err
+		default:
+			if s.admitted(ctx, userID, voucherID, orderID) {
+				return orderID, resultAdmitted, nil
+			}
+			return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+		}
+	}
+}
+
+// precheck answers a request the sale hash and the users hash refuse (done true); it leaves
+// everything else, a missing sale hash and a failed read included, to the script.
+func (s *Service) precheck(ctx context.Context, userID, voucherID int64) (int64, string, error, bool) {
+	k := keysOf(voucherID)
+	var sale *redis.SliceCmd
+	var earlier *redis.StringCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		sale = p.HMGet(ctx, k.sale, "stock", "begin", "end")
+		earlier = p.HGet(ctx, k.users, strconv.FormatInt(userID, 10))
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, "", nil, false
+	}
+	vals := sale.Val()
+	nums := make([]int64, 3)
+	for i := range nums {
+		str, ok := vals[i].(string)
+		if !ok {
+			return 0, "", nil, false
+		}
+		if nums[i], err = strconv.ParseInt(str, 10, 64); err != nil {
+			return 0, "", nil, false
+		}
+	}
+	now := s.cfg.Now().UnixMilli()
+	switch {
+	case now < nums[1] || now >= nums[2]:
+		return 0, order.ResultSaleNotActive, order.ErrSaleNotActive, true
+	case earlier.Err() == nil:
+		id, err := strconv.ParseInt(earlier.Val(), 10, 64)
+		if err != nil {
+			return 0, "", nil, false
+		}
+		return id, order.ResultAlreadyOrdered, fmt.Errorf("%w: order %d", order.ErrAlreadyOrdered, id), true
+	case nums[0] <= 0:
+		return 0, order.ResultSoldOut, order.ErrSoldOut, true
+	}
+	return 0, "", nil, false
+}
+
+// readBackTimeout bounds the read that settles an admission whose answer was lost.
+const readBackTimeout = 500 * time.Millisecond
+
+// admitted settles an admission whose script call failed without an answer (a timeout, a
+// broken connection): the script may have run. The order id is new, so the user mapping to
+// it in the users hash proves the script ran; then the order is admitted and answered so,
+// rather than answered 503 while a writer writes it. It reads within readBackTimeout of its
+// own, since the order's deadline may be what ran out.
+func (s *Service) admitted(ctx context.Context, userID, voucherID, orderID int64) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
+	defer cancel()
+	v, err := s.rdb.HGet(ctx, keysOf(voucherID).users, strconv.FormatInt(userID, 10)).Result()
+	return err == nil && v == strconv.FormatInt(orderID, 10)
+}
+
+// admit runs the admission script once.
+func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (int64, error) {
+	k := keysOf(voucherID)
+	res, err := admitScript.Run(ctx, s.rdb, []string{k.sale, k.users, k.orders, k.stream},
+		userID, orderID, voucherID, s.cfg.Now().UnixMilli()).Slice()
+	if err != nil {
+		return 0, fmt.Errorf("admit: %w", err)
+	}
+	if len(res) != 2 {
+		return 0, fmt.Errorf("admit: script returned %d values, want 2", len(res))
+	}
+	code, _ := res[0].(int64)
+	idText, _ := res[1].(string)
+	switch code {
+	case 0:
+		return orderID, nil
+	case 1:
+		return 0, errNotLoaded
+	case 2:
+		return 0, order.ErrSaleNotActive
+	case 3:
+		earlier, err := strconv.ParseInt(idText, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("admit: earlier order id %q: %w", idText, err)
+		}
+		return earlier, fmt.Errorf("%w: order %d", order.ErrAlreadyOrdered, earlier)
+	case 4:
+		return 0, order.ErrSoldOut
+	}
+	return 0, fmt.Errorf("admit: unknown answer %v", res)
+}

@@ -1,0 +1,308 @@
+package async_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// TestAdmission: admitted until the stock is gone, then sold out; a user's second request
+// learns the first order's id, also once sold out, and takes no unit (the duplicate check
+// comes before the decrement, so the stock never goes below zero).
+func TestAdmission(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(3)
+			ids := map[int64]int64{}
+			for user := int64(1); user <= 3; user++ {
+				id, err := f.svc.Place(ctx, user, vid)
+				require.NoError(t, err)
+				ids[user] = id
+			}
+			_, err := f.svc.Place(ctx, 4, vid)
+			assert.ErrorIs(t, err, order.ErrSoldOut)
+			again, err := f.svc.Place(ctx, 2, vid)
+			assert.ErrorIs(t, err, order.ErrAlreadyOrdered)
+			assert.Equal(t, ids[2], again, "the earlier order's id")
+			b := f.book(vid)
+			assert.Equal(t, async.Book{VoucherID: vid, Loaded: true, Initial: 3, DBStock: 3, RedisStock: 0, Pending: 3}, b)
+
+			for user, id := range ids {
+				p, ok, err := f.statuses.Lookup(ctx, id)
+				require.NoError(t, err)
+				require.True(t, ok)
+				assert.Equal(t, user, p.UserID)
+				assert.Equal(t, vid, p.VoucherID)
+				assert.False(t, p.Failed)
+				got, ok, err := f.statuses.OrderOf(ctx, user, vid)
+				require.NoError(t, err)
+				assert.True(t, ok)
+				assert.Equal(t, id, got)
+			}
+		})
+	}
+}
+
+func TestAdmissionRefusals(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(1)
+			_, err := f.svc.Place(ctx, 1, vid+100)
+			assert.ErrorIs(t, err, voucher.ErrNotFound)
+
+			early := newFixture(t, s, async.Config{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
+			_, err = early.svc.Place(ctx, 1, vid)
+			assert.ErrorIs(t, err, order.ErrSaleNotActive)
+			late := newFixture(t, s, async.Config{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
+			_, err = late.svc.Place(ctx, 1, vid)
+			assert.ErrorIs(t, err, order.ErrSaleNotActive)
+			assert.Equal(t, int64(1), f.book(vid).RedisStock, "refusals take nothing")
+
+			empty := f.voucher(0)
+			_, err = f.svc.Place(ctx, 1, empty)
+			assert.ErrorIs(t, err, order.ErrSoldOut)
+		})
+	}
+}
+
+// TestWriteStorm: many goroutines, many users each asking several times, two writers: every
+// admitted order becomes exactly one row with its id, user and voucher, and the books agree.
+func TestWriteStorm(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			// A generous deadline: the embedded Redis runs each script in a fresh Lua state, one at a
+			// time, and is slow under -race with hundreds of requests at once.
+			f := newFixture(t, s, async.Config{Batch: 16, Timeout: 30 * time.Second})
+			const stock, users, perUser = 50, 120, 3
+			vid := f.voucher(stock)
+			f.writer("a", nil)
+			f.writer("b", nil)
+			var mu sync.Mutex
+			admitted := map[int64]int64{} // order id → user
+			byUser := map[int64]int64{}
+			var wg sync.WaitGroup
+			for u := int64(1); u <= users; u++ {
+				for range perUser {
+					wg.Go(func() {
+						id, err := f.svc.Place(context.Background(), u, vid)
+						switch {
+						case err == nil:
+							mu.Lock()
+							admitted[id] = u
+							if prev, ok := byUser[u]; ok {
+								t.Errorf("user %d admitted twice: %d and %d", u, prev, id)
+							}
+							byUser[u] = id
+							mu.Unlock()
+						case errors.Is(err, order.ErrAlreadyOrdered), errors.Is(err, order.ErrSoldOut):
+						default:
+							t.Errorf("place: %v", err)
+						}
+					})
+				}
+			}
+			wg.Wait()
+			require.Len(t, admitted, stock)
+			f.eventually("every admitted order written", func() bool { return len(f.rows(vid)) == stock })
+			assert.Equal(t, admitted, f.rows(vid), "rows are exactly the admitted orders")
+			f.eventually("the stream drained", func() bool { return f.book(vid).Pending == 0 })
+			b := f.book(vid)
+			assert.Zero(t, b.Drift(), "books %+v", b)
+			assert.Equal(t, int64(0), b.DBStock)
+			for id := range admitted {
+				_, ok, err := f.statuses.Lookup(context.Background(), id)
+				require.NoError(t, err)
+				assert.False(t, ok, "order %d still pending in Redis after its write", id)
+			}
+			_, _, _, stream, _ := async.KeysOf(vid)
+			n, err := f.rdb.XLen(context.Background(), stream).Result()
+			require.NoError(t, err)
+			assert.Zero(t, n, "acknowledged entries are deleted: the stream stays bounded")
+		})
+	}
+}
+
+// TestRedeliveryIdempotent: a writer commits and dies before its acknowledgement; another
+// writer claims the entries and finds them written: acknowledged, no second row, no second
+// stock decrement.
+func TestRedeliveryIdempotent(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			vid := f.voucher(5)
+			var once sync.Once
+			committed := make(chan []async.Entry, 1)
+			crashed := f.writer("crashes-after-commit", func(w *async.Writer) {
+				async.SetBeforeAck(w, func(_ int64, es []async.Entry) bool {
+					once.Do(func() { committed <- es })
+					return false
+				})
+			})
+			ids := f.place(vid, 1, 3)
+			var es []async.Entry
+			select {
+			case es = <-committed:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the first writer committed nothing")
+			}
+			require.NotEmpty(t, es)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, crashed.Stop(ctx))
+			f.writer("survivor", nil)
+			f.eventually("the survivor drained the stream", func() bool { return f.book(vid).Pending == 0 && len(f.rows(vid)) == 3 })
+			_, _, _, stream, _ := async.KeysOf(vid)
+			f.eventually("the entries acknowledged and deleted", func() bool {
+				n, err := f.rdb.XLen(context.Background(), stream).Result()
+				return err == nil && n == 0
+			})
+			assert.Equal(t, ids, f.rows(vid))
+			b := f.book(vid)
+			assert.Equal(t, int64(2), b.DBStock, "one decrement per order")
+			assert.Zero(t, b.Drift(), "books %+v", b)
+		})
+	}
+}
+
+// TestDeadLetter: an order the database refuses every time (its user already has another
+// order row there) is dead-lettered after MaxAttempts, its unit goes back, its user may order
+// again, and its status reads failed with the reason.
+func TestDeadLetter(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{MaxAttempts: 3})
+			ctx := context.Background()
+			vid := f.voucher(5)
+			require.NoError(t, f.loader.Load(ctx, vid))
+			// A row Redis does not know of: the user's admission passes, the write conflicts.
+			require.NoError(t, f.db.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?)",
+				1, 7, vid, time.Now().UTC(), time.Now().UTC()).Error)
+			id, err := f.svc.Place(ctx, 7, vid)
+			require.NoError(t, err)
+			other, err := f.svc.Place(ctx, 8, vid)
+			require.NoError(t, err)
+			f.writer("w", nil)
+			_, _, _, _, dead := async.KeysOf(vid)
+			f.eventually("dead-lettered", func() bool {
+				n, err := f.rdb.XLen(ctx, dead).Result()
+				return err == nil && n == 1
+			})
+			f.eventually("the other order written", func() bool { _, ok := f.rows(vid)[other]; return ok })
+			p, ok, err := f.statuses.Lookup(ctx, id)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.True(t, p.Failed)
+			assert.Contains(t, p.Reason, "another order")
+			_, held, err := f.statuses.OrderOf(ctx, 7, vid)
+			require.NoError(t, err)
+			assert.False(t, held, "the failed order's user is released")
+			msgs, err := f.rdb.XRange(ctx, dead, "-", "+").Result()
+			require.NoError(t, err)
+			assert.Equal(t, strconv.FormatInt(id, 10), msgs[0].Values["order"])
+			b := f.book(vid)
+			assert.Equal(t, int64(4), b.RedisStock, "the failed order's unit is back")
+			assert.Zero(t, b.Drift(), "books %+v", b)
+		})
+	}
+}
+
+// TestReload: Redis loses a voucher's keys while orders are pending (their stream kept), or
+// restarts empty after they were written: the reload sells no unit twice and lets no user
+// order twice.
+func TestReload(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(10)
+			f.place(vid, 1, 4)
+			w := f.writer("w", nil)
+			f.eventually("written", func() bool { return len(f.rows(vid)) == 4 })
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			require.NoError(t, w.Stop(sctx))
+			f.place(vid, 5, 7) // pending: no writer runs
+			sale, users, _, _, _ := async.KeysOf(vid)
+			require.NoError(t, f.rdb.Del(ctx, sale, users).Err())
+			b := f.book(vid)
+			require.False(t, b.Loaded)
+
+			_, err := f.svc.Place(ctx, 6, vid) // reloads first
+			assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "a pending order's user")
+			_, err = f.svc.Place(ctx, 2, vid)
+			assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "a written order's user")
+			b = f.book(vid)
+			assert.Equal(t, async.Book{VoucherID: vid, Loaded: true, Initial: 10, DBStock: 6, RedisStock: 3, Pending: 3, Orders: 4}, b)
+			for u := int64(100); u < 110; u++ {
+				_, _ = f.svc.Place(ctx, u, vid)
+			}
+			assert.Zero(t, f.book(vid).RedisStock)
+			f.writer("w2", nil)
+			f.eventually("all written", func() bool { return len(f.rows(vid)) == 10 })
+			assert.Zero(t, f.book(vid).Drift())
+		})
+	}
+}
+
+// TestCrashBeforeCommit: a consumer of the group reads entries and dies before writing them
+// (it never acknowledges). Reading only new entries (">") would leave them pending forever;
+// the surviving writer claims them once idle past ClaimIdle and writes them.
+func TestCrashBeforeCommit(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(5)
+			admitted := f.place(vid, 1, 4)
+			_, _, _, stream, _ := async.KeysOf(vid)
+			require.NoError(t, f.rdb.XGroupCreateMkStream(ctx, stream, async.DefaultGroup, "0").Err())
+			res, err := f.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: async.DefaultGroup, Consumer: "crashed",
+				Streams: []string{stream, ">"}, Count: 10, Block: -1}).Result()
+			require.NoError(t, err)
+			require.Len(t, res[0].Messages, 4, "the crashed consumer took every entry")
+			f.writer("survivor", nil)
+			f.eventually("claimed and written", func() bool { return len(f.rows(vid)) == 4 })
+			assert.Equal(t, admitted, f.rows(vid))
+			f.eventually("acknowledged", func() bool {
+				p, err := f.rdb.XPending(ctx, stream, async.DefaultGroup).Result()
+				return err == nil && p.Count == 0
+			})
+		})
+	}
+}
+
+// TestReconcileDrift: the books catch a unit lost or sold twice.
+func TestReconcileDrift(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(5)
+			_, err := f.svc.Place(ctx, 1, vid)
+			require.NoError(t, err)
+			assert.Zero(t, f.book(vid).Drift())
+			sale, _, _, _, _ := async.KeysOf(vid)
+			require.NoError(t, f.rdb.HIncrBy(ctx, sale, "stock", 1).Err()) // a unit that would sell twice
+			b, err := async.ReconcileSettled(ctx, f.rdb, f.store, vid, 3)
+			require.NoError(t, err)
+			assert.Equal(t, int64(1), b.Drift(), "books %+v", b)
+			require.NoError(t, f.rdb.HIncrBy(ctx, sale, "stock", -2).Err()) // a unit lost
+			assert.Equal(t, int64(-1), f.book(vid).Drift())
+		})
+	}
+}

@@ -1,0 +1,173 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
+)
+
+// Entry is one admitted order as the stream carries it.
+type Entry struct {
+	// StreamID is the stream entry's id.
+	StreamID  string
+	OrderID   int64
+	UserID    int64
+	VoucherID int64
+	// At is when it was admitted: the order's created_at.
+	At time.Time
+}
+
+// Outcome is what Store.Write did with one entry.
+type Outcome int
+
+// The outcomes of Store.Write.
+const (
+	// Written: the row was inserted in this transaction.
+	Written Outcome = iota + 1
+	// Existed: a row with the order's id was already there (a redelivered entry): nothing
+	// inserted, no stock taken; the entry is acknowledged.
+	Existed
+	// Conflict: the user already has another order of the voucher; nothing inserted. The
+	// entry counts a failed attempt.
+	Conflict
+)
+
+// Store writes admitted orders to the database and reads the books a reload starts from.
+type Store struct {
+	db *gorm.DB
+}
+
+// NewStore returns the asynchronous mode's store over db.
+func NewStore(db *database.DB) *Store { return &Store{db: db.DB} }
+
+// Write writes es, all of one voucher, in one transaction: the rows of es that are not there
+// yet in one multi-row INSERT, and one stock UPDATE for all of them. It returns each entry's
+// outcome, or ErrStockShort (nothing written) when the database's stock cannot cover the new
+// rows, or the database's error (nothing written). A concurrent writer of the same entries
+// makes the INSERT fail on the primary key and the whole batch roll back; a retry then finds
+// them Existed.
+func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry) ([]Outcome, error) {
+	out := make([]Outcome, len(es))
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		ids := make([]int64, len(es))
+		users := make([]int64, len(es))
+		for i, e := range es {
+			ids[i], users[i] = e.OrderID, e.UserID
+		}
+		var rows []struct{ ID, UserID int64 }
+		if err := tx.Raw("SELECT id, user_id FROM voucher_orders WHERE voucher_id = ? AND (id IN ? OR user_id IN ?)",
+			voucherID, ids, users).Scan(&rows).Error; err != nil {
+			return fmt.Errorf("read existing orders: %w", err)
+		}
+		byID := make(map[int64]bool, len(rows))
+		byUser := make(map[int64]bool, len(rows))
+		for _, r := range rows {
+			byID[r.ID], byUser[r.UserID] = true, true
+		}
+		var values []string
+		var args []any
+		now := time.Now().UTC()
+		for i, e := range es {
+			switch {
+			case byID[e.OrderID]:
+				out[i] = Existed
+			case byUser[e.UserID]:
+				out[i] = Conflict
+			default:
+				out[i] = Written
+				byUser[e.UserID] = true // a second entry of the user in this batch conflicts
+				values = append(values, "(?, ?, ?, ?, ?, ?)")
+				args = append(args, e.OrderID, e.UserID, voucherID, order.StatusUnpaid, e.At.UTC(), now)
+			}
+		}
+		if len(values) == 0 {
+			return nil
+		}
+		res := tx.Exec("UPDATE seckill_vouchers SET stock = stock - ?, updated_at = ? WHERE voucher_id = ? AND stock >= ?",
+			len(values), now, voucherID, len(values))
+		if res.Error != nil {
+			return fmt.Errorf("take stock: %w", res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return ErrStockShort
+		}
+		if err := tx.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES "+
+			strings.Join(values, ", "), args...).Error; err != nil {
+			return fmt.Errorf("insert orders: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Books is a voucher as the database holds it: what a reload and reconcile start from.
+type Books struct {
+	Voucher voucher.Voucher
+	// Orders maps the order id of every order row of the voucher to its user.
+	Orders map[int64]int64
+}
+
+// Books reads voucherID and its order rows in one read transaction, so that the stock and the
+// rows agree (the writer changes both in one transaction). voucher.ErrNotFound when there is
+// no such seckill voucher.
+func (s *Store) Books(ctx context.Context, voucherID int64) (Books, error) {
+	var b Books
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		v, err := voucher.NewStore(tx).Get(ctx, voucherID)
+		if err != nil {
+			return err
+		}
+		var rows []struct{ ID, UserID int64 }
+		if err := tx.Raw("SELECT id, user_id FROM voucher_orders WHERE voucher_id = ?", voucherID).Scan(&rows).Error; err != nil {
+			return fmt.Errorf("read orders of voucher %d: %w", voucherID, err)
+		}
+		b = Books{Voucher: v, Orders: make(map[int64]int64, len(rows))}
+		for _, r := range rows {
+			b.Orders[r.ID] = r.UserID
+		}
+		return nil
+	})
+	if errors.Is(err, voucher.ErrNotFound) {
+		return Books{}, voucher.ErrNotFound
+	}
+	return b, err
+}
+
+// OnSale returns the ids of the seckill vouchers whose sale has not ended at now.
+func (s *Store) OnSale(ctx context.Context, now time.Time) ([]int64, error) {
+	var ids []int64
+	if err := s.db.WithContext(ctx).Raw("SELECT voucher_id FROM seckill_vouchers WHERE end_time > ? ORDER BY voucher_id",
+		now.UTC()).Scan(&ids).Error; err != nil {
+		return nil, fmt.Errorf("vouchers on sale: %w", err)
+	}
+	return ids, nil
+}
+
+// All returns the ids of every seckill voucher.
+func (s *Store) All(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	if err := s.db.WithContext(ctx).Raw("SELECT voucher_id FROM seckill_vouchers ORDER BY voucher_id").Scan(&ids).Error; err != nil {
+		return nil, fmt.Errorf("vouchers: %w", err)
+	}
+	return ids, nil
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}

@@ -1,0 +1,511 @@
+package async
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/scripts/lua"
+)
+
+var (
+	ackScript  = redis.NewScript(lua.AsyncAck)
+	deadScript = redis.NewScript(lua.AsyncDead)
+)
+
+// The writer's pacing.
+const (
+	// discoverInterval is how often the writer looks for vouchers to read, and refreshes
+	// its gauges and its view of the database.
+	discoverInterval = time.Second
+	// pollBlock is how long one XREADGROUP waits for new entries; the loop checks for
+	// shutdown between reads.
+	pollBlock = 200 * time.Millisecond
+	// retryBackoff is the pause before a batch that failed is tried again.
+	retryBackoff = 200 * time.Millisecond
+	// redisCallTimeout bounds the writer's Redis calls other than the blocking read.
+	redisCallTimeout = 2 * time.Second
+	// pingTimeout bounds the database ping that tells an unreachable database from an order
+	// the database refused.
+	pingTimeout = time.Second
+)
+
+// Writer writes admitted orders from the vouchers' streams to the database: one consumer of
+// the group per instance, one loop per voucher stream.
+type Writer struct {
+	rdb     redis.UniversalClient
+	store   *Store
+	metrics *Metrics
+	log     *slog.Logger
+	cfg     Config
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	running map[int64]bool
+
+	// dbDownSince is when the writer last found the database unreachable after it had
+	// been reachable (UnixNano), 0 while it is reachable.
+	dbDownSince atomic.Int64
+	// beforeAck, in tests, runs after a batch's commit and before its acknowledgement;
+	// returning false abandons the batch there, as a writer that crashed would.
+	beforeAck func(voucherID int64, es []Entry) bool
+}
+
+// NewWriter returns a writer; Start starts it.
+func NewWriter(rdb redis.UniversalClient, store *Store, metrics *Metrics, log *slog.Logger, cfg Config) *Writer {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Writer{rdb: rdb, store: store, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
+		ctx: ctx, cancel: cancel, running: map[int64]bool{}}
+}
+
+// Consumer is the writer's name in the consumer group.
+func (w *Writer) Consumer() string { return w.cfg.Consumer }
+
+// Start starts the writer's loops: it reads every loaded voucher's stream.
+func (w *Writer) Start() {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		t := time.NewTicker(discoverInterval)
+		defer t.Stop()
+		for {
+			w.discover()
+			w.refresh()
+			select {
+			case <-w.ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop stops reading, lets a batch in progress commit and acknowledge, and leaves the group
+// if nothing is pending for it (what is pending is claimed by another writer after
+// ClaimIdle, or by this service's next start). It returns ctx's error if the loops did not end
+// within ctx.
+func (w *Writer) Stop(ctx context.Context) error {
+	w.cancel()
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("stop writer: %w", ctx.Err())
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := range w.running {
+		k := keysOf(id)
+		p, err := w.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: k.stream, Group: w.cfg.Group,
+			Start: "-", End: "+", Count: 1, Consumer: w.cfg.Consumer}).Result()
+		if err == nil && len(p) == 0 {
+			// Deleting a consumer drops its pending entries from the group: only one with none.
+			_ = w.rdb.XGroupDelConsumer(ctx, k.stream, w.cfg.Group, w.cfg.Consumer).Err()
+		}
+	}
+	return nil
+}
+
+// Ready fails when the writer has not reached the database for longer than DBDownBound.
+func (w *Writer) Ready(context.Context) error {
+	since := w.dbDownSince.Load()
+	if since == 0 {
+		return nil
+	}
+	if d := time.Since(time.Unix(0, since)); d > w.cfg.DBDownBound {
+		return fmt.Errorf("the order writer has not reached the database for %s (bound %s)", d.Round(time.Second), w.cfg.DBDownBound)
+	}
+	return nil
+}
+
+func (w *Writer) dbUp() { w.dbDownSince.Store(0) }
+
+func (w *Writer) dbDown() { w.dbDownSince.CompareAndSwap(0, time.Now().UnixNano()) }
+
+// discover starts a loop for every loaded voucher that has none.
+func (w *Writer) discover() {
+	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
+	defer cancel()
+	ids, err := w.rdb.SMembers(ctx, registryKey).Result()
+	if err != nil {
+		if w.ctx.Err() == nil {
+			w.log.Warn("writer: list vouchers", "err", err)
+		}
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range ids {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || w.running[id] || w.ctx.Err() != nil || w.finished(ctx, id) {
+			continue
+		}
+		w.running[id] = true
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.loop(id)
+		}()
+	}
+}
+
+// refresh sets the gauges and checks the database when no batch did lately.
+func (w *Writer) refresh() {
+	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
+	defer cancel()
+	if err := w.pingDB(ctx); err != nil {
+		w.dbDown()
+	} else {
+		w.dbUp()
+	}
+	w.mu.Lock()
+	ids := make([]int64, 0, len(w.running))
+	for id := range w.running {
+		ids = append(ids, id)
+	}
+	w.mu.Unlock()
+	var pending, backlog int64
+	var oldest time.Duration
+	for _, id := range ids {
+		k := keysOf(id)
+		if p, err := w.rdb.XPending(ctx, k.stream, w.cfg.Group).Result(); err == nil {
+			pending += p.Count
+		}
+		n, err := w.rdb.XLen(ctx, k.stream).Result()
+		if err != nil || n == 0 {
+			continue
+		}
+		backlog += n
+		if first, err := w.rdb.XRangeN(ctx, k.stream, "-", "+", 1).Result(); err == nil && len(first) == 1 {
+			if ms, ok := streamIDTime(first[0].ID); ok {
+				oldest = max(oldest, time.Since(ms))
+			}
+		}
+	}
+	w.metrics.pending.Set(float64(pending))
+	w.metrics.backlog.Set(float64(backlog))
+	w.metrics.oldest.Set(oldest.Seconds())
+}
+
+// streamIDTime is the time part of a stream entry id ("ms-seq"): when Redis added it.
+func streamIDTime(id string) (time.Time, bool) {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	return time.UnixMilli(n), err == nil
+}
+
+// loop writes voucherID's stream until Stop: first what the group had delivered to this
+// consumer and not acknowledged, then new entries, and every ClaimIdle/2 the entries other
+// consumers left idle past ClaimIdle.
+func (w *Writer) loop(voucherID int64) {
+	k := keysOf(voucherID)
+	own := true // this consumer's pending entries first: a batch that failed is retried from there
+	var lastClaim time.Time
+	groupReady := false
+	for w.ctx.Err() == nil {
+		if !groupReady {
+			if err := w.ensureGroup(k); err != nil {
+				w.log.Warn("writer: create consumer group", "voucher_id", voucherID, "err", err)
+				w.sleep(retryBackoff)
+				continue
+			}
+			groupReady = true
+		}
+		var msgs []redis.XMessage
+		var err error
+		switch {
+		case time.Since(lastClaim) >= w.cfg.ClaimIdle/2:
+			lastClaim = time.Now()
+			msgs, err = w.claim(k)
+		case own:
+			msgs, err = w.read(k, "0", w.cfg.Batch, -1)
+			if err == nil && len(msgs) == 0 {
+				own = false
+			}
+		default:
+			msgs, err = w.readNew(k)
+		}
+		if err != nil {
+			if w.ctx.Err() != nil {
+				return
+			}
+			if strings.HasPrefix(err.Error(), "NOGROUP") {
+				groupReady = false // Redis lost the stream or the group (a restart): create it again
+				continue
+			}
+			w.log.Warn("writer: read stream", "voucher_id", voucherID, "err", err)
+			w.sleep(retryBackoff)
+			continue
+		}
+		if len(msgs) == 0 {
+			if time.Since(lastClaim) < pollBlock && w.finished(w.ctx, voucherID) {
+				w.mu.Lock()
+				delete(w.running, voucherID)
+				w.mu.Unlock()
+				return
+			}
+			continue
+		}
+		if !w.process(voucherID, k, msgs) {
+			own = true
+			w.sleep(retryBackoff)
+		}
+	}
+}
+
+// finishedAfter is how long after a sale's end its stream stops being read once empty: a loop
+// per voucher ever sold would hold a connection each in its blocking read.
+const finishedAfter = time.Minute
+
+// finished reports whether voucherID's sale ended over finishedAfter ago and its stream
+// holds nothing: its loop may end (an entry that still comes, which nothing admits after the
+// end, starts it again at the next discovery).
+func (w *Writer) finished(ctx context.Context, voucherID int64) bool {
+	k := keysOf(voucherID)
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	end, err := w.rdb.HGet(ctx, k.sale, "end").Int64()
+	if err != nil || time.Since(time.UnixMilli(end)) < finishedAfter {
+		return false
+	}
+	n, err := w.rdb.XLen(ctx, k.stream).Result()
+	return err == nil && n == 0
+}
+
+// sleep waits d or until Stop.
+func (w *Writer) sleep(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.ctx.Done():
+	}
+}
+
+// ensureGroup creates the group, reading from the stream's start ("0", not "$": entries
+// admitted before any writer ran are orders too), and the stream if missing.
+func (w *Writer) ensureGroup(k keys) error {
+	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
+	defer cancel()
+	err := w.rdb.XGroupCreateMkStream(ctx, k.stream, w.cfg.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return err
+	}
+	return nil
+}
+
+// read is one XREADGROUP from id ("0": this consumer's pending entries; ">": new ones);
+// block < 0 does not block.
+func (w *Writer) read(k keys, id string, count int, block time.Duration) ([]redis.XMessage, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout+max(block, 0))
+	defer cancel()
+	res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: w.cfg.Group, Consumer: w.cfg.Consumer,
+		Streams: []string{k.stream, id}, Count: int64(count), Block: block}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil || len(res) == 0 {
+		return nil, err
+	}
+	return res[0].Messages, nil
+}
+
+// readNew waits up to pollBlock for new entries; with fewer than a batch it lingers once
+// for more, so that a trickle still makes batches.
+func (w *Writer) readNew(k keys) ([]redis.XMessage, error) {
+	msgs, err := w.read(k, ">", w.cfg.Batch, pollBlock)
+	if err != nil || len(msgs) == 0 || len(msgs) >= w.cfg.Batch || w.cfg.Linger <= 0 {
+		return msgs, err
+	}
+	w.sleep(w.cfg.Linger)
+	more, err := w.read(k, ">", w.cfg.Batch-len(msgs), -1)
+	if err != nil {
+		// What was read is delivered to this consumer: write it; the error shows again.
+		return msgs, nil
+	}
+	return append(msgs, more...), nil
+}
+
+// claim takes over up to a batch of entries other consumers left idle past ClaimIdle.
+func (w *Writer) claim(k keys) ([]redis.XMessage, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
+	defer cancel()
+	msgs, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.stream, Group: w.cfg.Group,
+		Consumer: w.cfg.Consumer, MinIdle: w.cfg.ClaimIdle, Start: "0-0", Count: int64(w.cfg.Batch)}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(msgs) > 0 {
+		w.metrics.claimed.Add(float64(len(msgs)))
+		w.log.Info("writer: claimed idle entries", "stream", k.stream, "entries", len(msgs))
+	}
+	return msgs, nil
+}
+
+// process writes msgs and acknowledges what is in the database. It reports false when the
+// database could not be reached: the entries stay pending for this consumer and are retried.
+// It uses its own deadline, not Stop's: a batch that started commits and acknowledges.
+func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), w.cfg.ClaimIdle/2+redisCallTimeout)
+	defer cancel()
+	es := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := decodeEntry(m, voucherID)
+		if err != nil {
+			w.deadLetter(ctx, k, e, "malformed entry: "+err.Error())
+			continue
+		}
+		es = append(es, e)
+	}
+	if len(es) == 0 {
+		return true
+	}
+	outs, err := w.store.Write(ctx, voucherID, es)
+	if err == nil {
+		w.dbUp()
+		return w.settle(ctx, voucherID, k, es, outs)
+	}
+	if w.unreachable(ctx, err) {
+		w.dbDown()
+		w.log.Warn("writer: database unreachable; the batch stays pending", "voucher_id", voucherID, "entries", len(es), "err", err)
+		return false
+	}
+	// The database refused the batch: find the orders it refuses, one at a time.
+	ok := true
+	for _, e := range es {
+		outs, err := w.store.Write(ctx, voucherID, []Entry{e})
+		switch {
+		case err == nil:
+			ok = w.settle(ctx, voucherID, k, []Entry{e}, outs) && ok
+		case w.unreachable(ctx, err):
+			w.dbDown()
+			return false
+		default:
+			w.fail(ctx, k, e, err.Error())
+			ok = false
+		}
+	}
+	return ok
+}
+
+// settle acknowledges the entries in the database (written now or before) and counts a
+// failed attempt for each conflict.
+func (w *Writer) settle(ctx context.Context, voucherID int64, k keys, es []Entry, outs []Outcome) bool {
+	var done []Entry
+	written := 0
+	ok := true
+	for i, e := range es {
+		switch outs[i] {
+		case Written:
+			written++
+			done = append(done, e)
+		case Existed:
+			done = append(done, e)
+		case Conflict:
+			w.fail(ctx, k, e, "the user already has another order of this voucher")
+			ok = false
+		}
+	}
+	w.metrics.written.Add(float64(written))
+	if w.beforeAck != nil && !w.beforeAck(voucherID, done) {
+		return true
+	}
+	if len(done) == 0 {
+		return ok
+	}
+	args := []any{w.cfg.Group}
+	for _, e := range done {
+		args = append(args, e.StreamID, e.OrderID)
+	}
+	if err := ackScript.Run(ctx, w.rdb, []string{k.stream, k.orders, k.attempts}, args...).Err(); err != nil {
+		// Committed, not acknowledged: the entries come back and are found written.
+		w.log.Warn("writer: acknowledge written orders", "voucher_id", voucherID, "entries", len(done), "err", err)
+		return false
+	}
+	return ok
+}
+
+// unreachable reports whether err means the database could not be reached (then the orders
+// wait) rather than that it refused them (then each refusal counts an attempt).
+func (w *Writer) unreachable(ctx context.Context, err error) bool {
+	if errors.Is(err, ErrStockShort) {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	return w.pingDB(pctx) != nil
+}
+
+func (w *Writer) pingDB(ctx context.Context) error { return w.store.Ping(ctx) }
+
+// fail counts a refused attempt of e; at MaxAttempts it dead-letters e.
+func (w *Writer) fail(ctx context.Context, k keys, e Entry, reason string) {
+	n, err := w.rdb.HIncrBy(ctx, k.attempts, e.StreamID, 1).Result()
+	if err != nil {
+		w.log.Warn("writer: count failed attempt", "order_id", e.OrderID, "err", err)
+		return
+	}
+	w.log.Warn("writer: the database refused an order", "order_id", e.OrderID, "user_id", e.UserID,
+		"voucher_id", e.VoucherID, "attempt", n, "max_attempts", w.cfg.MaxAttempts, "reason", reason)
+	if n >= int64(w.cfg.MaxAttempts) {
+		w.deadLetter(ctx, k, e, reason)
+	}
+}
+
+// deadLetter moves e to the dead-letter stream and releases its reservation.
+func (w *Writer) deadLetter(ctx context.Context, k keys, e Entry, reason string) {
+	order, user := "", ""
+	if e.OrderID != 0 {
+		order, user = strconv.FormatInt(e.OrderID, 10), strconv.FormatInt(e.UserID, 10)
+	}
+	n, err := deadScript.Run(ctx, w.rdb, []string{k.stream, k.dead, k.sale, k.users, k.orders, k.attempts},
+		w.cfg.Group, w.cfg.Consumer, e.StreamID, order, user, e.VoucherID, e.At.UnixMilli(), reason).Int()
+	if err != nil {
+		w.log.Error("writer: dead-letter an order", "order_id", e.OrderID, "err", err)
+		return
+	}
+	if n == 1 {
+		w.metrics.deadLettered.Inc()
+		w.log.Error("writer: order dead-lettered, its reservation released", "order_id", e.OrderID,
+			"user_id", e.UserID, "voucher_id", e.VoucherID, "reason", reason)
+	}
+}
+
+// decodeEntry reads an entry written by async_admit.lua; on error e still has its StreamID.
+func decodeEntry(m redis.XMessage, voucherID int64) (Entry, error) {
+	e := Entry{StreamID: m.ID, VoucherID: voucherID}
+	var at int64
+	var errs []error
+	for name, dst := range map[string]*int64{"order": &e.OrderID, "user": &e.UserID, "at": &at} {
+		s, _ := m.Values[name].(string)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("field %s=%q", name, s))
+		}
+		*dst = n
+	}
+	e.At = time.UnixMilli(at).UTC()
+	if len(errs) > 0 {
+		return Entry{StreamID: m.ID, VoucherID: voucherID}, errors.Join(errs...)
+	}
+	return e, nil
+}
