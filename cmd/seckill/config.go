@@ -36,8 +36,8 @@ type config struct {
 	zkAddrs      []string // the ZooKeeper ensemble
 	// redisSentinel, instead of redisAddr, is a primary that Sentinel watches.
 	redisSentinel app.RedisSentinel
-	orderMode    string   // app.ModeSync or app.ModeAsync
-	stream       async.Config
+	orderMode     string // app.ModeSync or app.ModeAsync
+	stream        async.Config
 }
 
 // envFlag documents one setting: its environment variable and flag.
