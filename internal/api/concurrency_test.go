@@ -40,7 +40,7 @@ func TestStackConcurrentOrders(t *testing.T) {
 			for i, sh := range shots {
 				wg.Go(func() {
 					<-start
-					w := s.order(sh.user, sh.voucherID)
+					w := s.order(t, sh.user, sh.voucherID)
 					statuses[i] = w.Code
 					if w.Code >= 400 {
 						var e api.ErrorBody
@@ -70,7 +70,7 @@ func TestStackConcurrentOrders(t *testing.T) {
 			assert.Equal(t, 20, count[scarce]["created"], "created from a stock of 20; all %v", count[scarce])
 			assert.Equal(t, 40, count[scarce][api.CodeSoldOut], "sold out; all %v", count[scarce])
 
-			w := serve(s.h, request{"GET", "/metrics", nil, ""})
+			w := serve(t, s.h, request{"GET", "/metrics", nil, ""})
 			c, err := order.ReadCountsText(w.Body)
 			require.NoError(t, err)
 			assert.Zero(t, c.Orders[order.ResultDuplicateByDB], "the lock, not the unique key, must stop one user's duplicates")
