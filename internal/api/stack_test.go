@@ -93,8 +93,17 @@ func (s *stack) createVoucher(t *testing.T, stock int, begin, end time.Time) int
 
 func (s *stack) order(t testing.TB, userID, voucherID int64) *httptest.ResponseRecorder {
 	t.Helper()
-	return serve(t, s.h, request{"POST", fmt.Sprintf("/api/vouchers/%d/orders", voucherID),
-		map[string]string{api.HeaderUserID: strconv.FormatInt(userID, 10)}, ""})
+	w, check := s.orderLater(t, userID, voucherID)
+	check()
+	return w
+}
+
+// orderLater is order with the check against the document returned to run later (serveLater).
+func (s *stack) orderLater(t testing.TB, userID, voucherID int64) (*httptest.ResponseRecorder, func()) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/api/vouchers/%d/orders", voucherID), nil)
+	req.Header.Set(api.HeaderUserID, strconv.FormatInt(userID, 10))
+	return serveLater(t, s.h, req)
 }
 
 func (s *stack) getOrder(t testing.TB, userID int64, orderID string) *httptest.ResponseRecorder {
