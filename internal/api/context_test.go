@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/api"
+	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -27,11 +28,19 @@ func (f *ctxVouchers) Get(ctx context.Context, id int64) (voucher.Voucher, error
 	return f.fakeVouchers.Get(ctx, id)
 }
 
-type ctxOrders struct{ ctxs []context.Context }
+type ctxOrders struct {
+	fakeOrders
+	ctxs []context.Context
+}
 
 func (f *ctxOrders) Place(ctx context.Context, _, _ int64) (int64, error) {
 	f.ctxs = append(f.ctxs, ctx)
 	return 1, nil
+}
+
+func (f *ctxOrders) Get(ctx context.Context, userID, orderID int64) (order.Summary, error) {
+	f.ctxs = append(f.ctxs, ctx)
+	return f.fakeOrders.Get(ctx, userID, orderID)
 }
 
 // TestServiceContextOutlivesRequest checks that the context a service gets stays the
@@ -45,23 +54,21 @@ func TestServiceContextOutlivesRequest(t *testing.T) {
 	h := api.NewServer(discardLog(), api.Config{}, vs, os)
 	const n = 20
 	for i := range n {
-		for _, path := range []string{"/api/vouchers/1", "/api/vouchers/1/orders"} {
-			method := http.MethodGet
-			if path != "/api/vouchers/1" {
-				method = http.MethodPost
-			}
-			req := httptest.NewRequest(method, path, nil)
+		for _, r := range []struct{ method, path string }{
+			{http.MethodGet, "/api/vouchers/1"}, {http.MethodPost, "/api/vouchers/1/orders"}, {http.MethodGet, "/api/orders/1"},
+		} {
+			req := httptest.NewRequest(r.method, r.path, nil)
 			req.Header.Set(api.HeaderUserID, "1")
 			req = req.WithContext(context.WithValue(req.Context(), ctxKey{}, i))
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, req)
-			require.Less(t, w.Code, 300, "%s %s: body %s", method, path, w.Body)
+			w := serveRequest(t, h, req)
+			require.Less(t, w.Code, 300, "%s %s: body %s", r.method, r.path, w.Body)
 		}
 	}
 	require.Len(t, vs.ctxs, n)
-	require.Len(t, os.ctxs, n)
+	require.Len(t, os.ctxs, 2*n)
 	for i := range n {
 		assert.Equal(t, i, vs.ctxs[i].Value(ctxKey{}), fmt.Sprintf("GET voucher %d: the context became another request's", i))
-		assert.Equal(t, i, os.ctxs[i].Value(ctxKey{}), fmt.Sprintf("POST order %d: the context became another request's", i))
+		assert.Equal(t, i, os.ctxs[2*i].Value(ctxKey{}), fmt.Sprintf("POST order %d: the context became another request's", i))
+		assert.Equal(t, i, os.ctxs[2*i+1].Value(ctxKey{}), fmt.Sprintf("GET order %d: the context became another request's", i))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,6 +78,10 @@ func TestErrorContract(t *testing.T) {
 		{name: "order: with a body", req: request{"POST", "/api/vouchers/1/orders", user42, `{"quantity":2}`}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "order: with an empty JSON object", req: request{"POST", "/api/vouchers/1/orders", user42, `{}`}, want: 400, wantCode: api.CodeInvalidArgument},
 		{name: "order: user id with spaces", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: "4 2"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get order: id not a number", req: request{"GET", "/api/orders/abc", user42, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get order: id zero", req: request{"GET", "/api/orders/0", user42, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get order: id overflows int64", req: request{"GET", "/api/orders/9223372036854775808", user42, ""}, want: 400, wantCode: api.CodeInvalidArgument},
+		{name: "get order: user id not a number", req: request{"GET", "/api/orders/1", map[string]string{api.HeaderUserID: "alice"}, ""}, want: 400, wantCode: api.CodeInvalidArgument},
 
 		// 401 unauthenticated
 		{name: "create: no Authorization", req: request{"POST", "/api/vouchers", nil, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
@@ -87,6 +92,8 @@ func TestErrorContract(t *testing.T) {
 		{name: "create: empty bearer", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer "}, validVoucherBody}, want: 401, wantCode: api.CodeUnauthenticated},
 		{name: "order: no X-User-ID", req: request{"POST", "/api/vouchers/1/orders", nil, ""}, want: 401, wantCode: api.CodeUnauthenticated},
 		{name: "order: empty X-User-ID", req: request{"POST", "/api/vouchers/1/orders", map[string]string{api.HeaderUserID: ""}, ""}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "get order: no X-User-ID", req: request{"GET", "/api/orders/1", nil, ""}, want: 401, wantCode: api.CodeUnauthenticated},
+		{name: "get order: no X-User-ID and a bad id", req: request{"GET", "/api/orders/abc", nil, ""}, want: 401, wantCode: api.CodeUnauthenticated},
 
 		// 403
 		{name: "create: no admin token configured", noToken: true, req: request{"POST", "/api/vouchers", admin, validVoucherBody}, want: 403, wantCode: api.CodeForbidden},
@@ -96,6 +103,7 @@ func TestErrorContract(t *testing.T) {
 		// 404
 		{name: "get: voucher not found", req: request{"GET", "/api/vouchers/5", nil, ""}, svcErr: voucher.ErrNotFound, want: 404, wantCode: api.CodeNotFound, wantCall: true},
 		{name: "order: voucher not found", req: request{"POST", "/api/vouchers/5/orders", user42, ""}, svcErr: voucher.ErrNotFound, want: 404, wantCode: api.CodeNotFound, wantCall: true},
+		{name: "get order: not found, or another user's", req: request{"GET", "/api/orders/5", user42, ""}, svcErr: order.ErrNotFound, want: 404, wantCode: api.CodeNotFound, wantCall: true},
 		{name: "unknown route", req: request{"GET", "/api/nope", nil, ""}, want: 404, wantCode: api.CodeNotFound},
 		{name: "unknown route under a voucher", req: request{"GET", "/api/vouchers/1/nope", nil, ""}, want: 404, wantCode: api.CodeNotFound},
 		{name: "root", req: request{"GET", "/", nil, ""}, want: 404, wantCode: api.CodeNotFound},
@@ -105,6 +113,7 @@ func TestErrorContract(t *testing.T) {
 		{name: "GET the vouchers collection", req: request{"GET", "/api/vouchers", nil, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
 		{name: "GET orders", req: request{"GET", "/api/vouchers/1/orders", user42, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
 		{name: "POST healthz", req: request{"POST", "/healthz", nil, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
+		{name: "POST an order", req: request{"POST", "/api/orders/1", user42, ""}, want: 405, wantCode: api.CodeMethodNotAllowed},
 
 		// 409
 		{name: "order: already ordered", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: order.ErrAlreadyOrdered, want: 409, wantCode: api.CodeAlreadyOrdered, wantCall: true},
@@ -121,6 +130,7 @@ func TestErrorContract(t *testing.T) {
 		{name: "get: database down", req: request{"GET", "/api/vouchers/1", nil, ""}, svcErr: errDB, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
 		{name: "order: store unavailable", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: fmt.Errorf("%w: %w", order.ErrUnavailable, errDB), want: 503, wantCode: api.CodeUnavailable, wantCall: true},
 		{name: "order: context canceled", req: request{"POST", "/api/vouchers/1/orders", user42, ""}, svcErr: context.Canceled, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
+		{name: "get order: store unavailable", req: request{"GET", "/api/orders/1", user42, ""}, svcErr: fmt.Errorf("%w: %w", order.ErrUnavailable, errDB), want: 503, wantCode: api.CodeUnavailable, wantCall: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,11 +142,11 @@ func TestErrorContract(t *testing.T) {
 			os := &fakeOrders{id: 1, err: tt.svcErr}
 			h := api.NewServer(discardLog(), api.Config{AdminToken: token, MaxBodyBytes: tt.maxBody}, vs, os)
 
-			w := serve(h, tt.req)
+			w := serve(t, h, tt.req)
 
 			require.Equal(t, tt.want, w.Code, "status; body %s", w.Body)
 			requireErrorBody(t, w, tt.wantCode)
-			calls := len(vs.created) + len(vs.got) + len(os.calls)
+			calls := len(vs.created) + len(vs.got) + len(os.calls) + len(os.got)
 			if tt.wantCall {
 				assert.Equal(t, 1, calls, "service calls")
 			} else {
@@ -151,12 +161,12 @@ func TestErrorContract(t *testing.T) {
 func TestErrorMessages(t *testing.T) {
 	vs := &fakeVouchers{err: fmt.Errorf("%w: stock must be between 0 and 100", voucher.ErrInvalid)}
 	h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
-	w := serve(h, request{"POST", "/api/vouchers", admin, validVoucherBody})
+	w := serve(t, h, request{"POST", "/api/vouchers", admin, validVoucherBody})
 	require.Equal(t, http.StatusBadRequest, w.Code)
 	assert.Contains(t, w.Body.String(), "stock must be between 0 and 100")
 
 	vs.err = errors.New("Error 1045: Access denied for user 'root'@'10.0.0.1'")
-	w = serve(h, request{"GET", "/api/vouchers/1", nil, ""})
+	w = serve(t, h, request{"GET", "/api/vouchers/1", nil, ""})
 	require.Equal(t, http.StatusServiceUnavailable, w.Code)
 	assert.NotContains(t, w.Body.String(), "Access denied", "infrastructure details leak to the client")
 }
@@ -167,7 +177,7 @@ func TestCreateVoucher(t *testing.T) {
 	body := `{"title":"50 off","subTitle":"weekdays","rules":"one per user","payValue":4750,"actualValue":5000,` +
 		`"stock":100,"beginTime":"2026-11-22T08:00:00+08:00","endTime":"2026-11-23T00:00:00Z"}`
 
-	w := serve(h, request{"POST", "/api/vouchers", admin, body})
+	w := serve(t, h, request{"POST", "/api/vouchers", admin, body})
 
 	require.Equal(t, http.StatusCreated, w.Code, "status; body %s", w.Body)
 	got := decodeJSON(t, w)
@@ -205,7 +215,7 @@ func TestCreateVoucherStrictJSON(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := &fakeVouchers{}
 			h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
-			w := serve(h, request{"POST", "/api/vouchers", admin, tt.body})
+			w := serve(t, h, request{"POST", "/api/vouchers", admin, tt.body})
 			if tt.wantMsg == "" {
 				require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
 				assert.Len(t, vs.created, 1)
@@ -234,8 +244,7 @@ func TestOrderRefusesBody(t *testing.T) {
 			h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
 			req := httptest.NewRequest(http.MethodPost, "/api/vouchers/1/orders", body)
 			req.Header.Set(api.HeaderUserID, "42")
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, req)
+			w := serveRequest(t, h, req)
 			require.Equal(t, http.StatusBadRequest, w.Code, "body %s", w.Body)
 			requireErrorBody(t, w, api.CodeInvalidArgument)
 			assert.Equal(t, "close", w.Header().Get("Connection"))
@@ -248,7 +257,7 @@ func TestGetVoucher(t *testing.T) {
 	vs := &fakeVouchers{}
 	h := api.NewServer(discardLog(), api.Config{}, vs, &fakeOrders{})
 
-	w := serve(h, request{"GET", "/api/vouchers/9223372036854775807", nil, ""})
+	w := serve(t, h, request{"GET", "/api/vouchers/9223372036854775807", nil, ""})
 
 	require.Equal(t, http.StatusOK, w.Code, "status; body %s", w.Body)
 	got := decodeJSON(t, w)
@@ -264,11 +273,77 @@ func TestPlaceOrder(t *testing.T) {
 	os := &fakeOrders{id: id}
 	h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
 
-	w := serve(h, request{"POST", "/api/vouchers/3/orders", map[string]string{api.HeaderUserID: "9223372036854775807"}, ""})
+	w := serve(t, h, request{"POST", "/api/vouchers/3/orders", map[string]string{api.HeaderUserID: "9223372036854775807"}, ""})
 
 	require.Equal(t, http.StatusCreated, w.Code, "status; body %s", w.Body)
 	assert.JSONEq(t, `{"orderId":"4611686018427400249"}`, w.Body.String())
 	assert.Equal(t, []placed{{9223372036854775807, 3}}, os.calls)
+}
+
+// TestAlreadyOrderedCarriesTheOrderID: a 409 already_ordered names the user's existing order
+// when the service could read it, and only then.
+func TestAlreadyOrderedCarriesTheOrderID(t *testing.T) {
+	const id = int64(1)<<62 + 5
+	for _, tt := range []struct {
+		name   string
+		err    error
+		wantID any
+	}{
+		{"read", &order.AlreadyOrderedError{OrderID: id}, "4611686018427387909"},
+		{"read, wrapped", fmt.Errorf("place: %w", &order.AlreadyOrderedError{OrderID: id}), "4611686018427387909"},
+		{"not read", order.ErrAlreadyOrdered, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, &fakeOrders{err: tt.err})
+			w := serve(t, h, request{"POST", "/api/vouchers/1/orders", user42, ""})
+			require.Equal(t, http.StatusConflict, w.Code, "body %s", w.Body)
+			requireErrorBody(t, w, api.CodeAlreadyOrdered)
+			var body map[string]map[string]any
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
+			assert.Equal(t, tt.wantID, body["error"]["orderId"])
+		})
+	}
+}
+
+func TestGetOrder(t *testing.T) {
+	os := &fakeOrders{}
+	h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
+
+	w := serve(t, h, request{"GET", "/api/orders/4611686018427387909", map[string]string{api.HeaderUserID: "9223372036854775807"}, ""})
+
+	require.Equal(t, http.StatusOK, w.Code, "status; body %s", w.Body)
+	assert.JSONEq(t, `{"orderId":"4611686018427387909","voucherId":3,"userId":"9223372036854775807","status":"created","createdAt":"2026-11-22T08:00:00Z"}`, w.Body.String())
+	assert.Equal(t, []placed{{9223372036854775807, 4611686018427387909}}, os.got, "user and order id asked of the service")
+}
+
+// TestGetOrderStates: pending and failed orders (the asynchronous mode's) answer as the
+// document says, a failed one with its reason.
+func TestGetOrderStates(t *testing.T) {
+	at := time.Date(2026, 11, 22, 8, 0, 0, 123e6, time.FixedZone("CST", 8*3600))
+	for _, tt := range []struct {
+		sum  order.Summary
+		want string
+	}{
+		{order.Summary{ID: 5, UserID: 42, VoucherID: 3, State: order.StatePending, CreatedAt: at},
+			`{"orderId":"5","voucherId":3,"userId":"42","status":"pending","createdAt":"2026-11-22T00:00:00.123Z"}`},
+		{order.Summary{ID: 5, UserID: 42, VoucherID: 3, State: order.StateFailed, Reason: "the database refused it 5 times", CreatedAt: at},
+			`{"orderId":"5","voucherId":3,"userId":"42","status":"failed","reason":"the database refused it 5 times","createdAt":"2026-11-22T00:00:00.123Z"}`},
+	} {
+		t.Run(string(tt.sum.State), func(t *testing.T) {
+			h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, summaryOrders{tt.sum})
+			w := serve(t, h, request{"GET", "/api/orders/5", user42, ""})
+			require.Equal(t, http.StatusOK, w.Code, "body %s", w.Body)
+			assert.JSONEq(t, tt.want, w.Body.String())
+		})
+	}
+}
+
+// summaryOrders answers Get with its summary.
+type summaryOrders struct{ sum order.Summary }
+
+func (summaryOrders) Place(context.Context, int64, int64) (int64, error) { return 0, nil }
+func (o summaryOrders) Get(context.Context, int64, int64) (order.Summary, error) {
+	return o.sum, nil
 }
 
 func TestHealth(t *testing.T) {
@@ -290,11 +365,11 @@ func TestHealth(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := api.NewServer(discardLog(), api.Config{Ready: refreshed(tt.ready)}, &fakeVouchers{}, &fakeOrders{})
 
-			w := serve(h, request{"GET", "/healthz", nil, ""})
+			w := serve(t, h, request{"GET", "/healthz", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code, "healthz does not depend on the checks")
 			assert.JSONEq(t, `{"status":"ok"}`, w.Body.String())
 
-			w = serve(h, request{"GET", "/readyz", nil, ""})
+			w = serve(t, h, request{"GET", "/readyz", nil, ""})
 			require.Equal(t, tt.want, w.Code, "readyz; body %s", w.Body)
 			got := decodeJSON(t, w)
 			assert.Equal(t, tt.want == 200, got["ready"])
@@ -315,7 +390,7 @@ func TestReadyzTimeout(t *testing.T) {
 	hang := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 	h := api.NewServer(discardLog(), api.Config{Ready: refreshed(map[string]api.Check{"redis": hang})}, &fakeVouchers{}, &fakeOrders{})
 	req := request{"GET", "/readyz", nil, ""}
-	w := serve(h, req)
+	w := serve(t, h, req)
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
 	assert.Contains(t, w.Body.String(), context.DeadlineExceeded.Error())
 }
@@ -323,13 +398,13 @@ func TestReadyzTimeout(t *testing.T) {
 func TestMetricsRoute(t *testing.T) {
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("up 1\n")) })
 	h := api.NewServer(discardLog(), api.Config{Metrics: metrics}, &fakeVouchers{}, &fakeOrders{})
-	w := serve(h, request{"GET", "/metrics", nil, ""})
+	w := serve(t, h, request{"GET", "/metrics", nil, ""})
 	require.Equal(t, http.StatusOK, w.Code)
 	assert.Equal(t, "up 1\n", w.Body.String())
 
 	// Without a metrics handler the route is absent and answers like any unknown route.
 	h = api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, &fakeOrders{})
-	w = serve(h, request{"GET", "/metrics", nil, ""})
+	w = serve(t, h, request{"GET", "/metrics", nil, ""})
 	require.Equal(t, http.StatusNotFound, w.Code)
 	requireErrorBody(t, w, api.CodeNotFound)
 }
@@ -337,7 +412,7 @@ func TestMetricsRoute(t *testing.T) {
 // TestPanicAnswers500 checks the last resort: a panicking service answers a JSON 500.
 func TestPanicAnswers500(t *testing.T) {
 	h := api.NewServer(discardLog(), api.Config{}, &panicVouchers{}, &fakeOrders{})
-	w := serve(h, request{"GET", "/api/vouchers/1", nil, ""})
+	w := serve(t, h, request{"GET", "/api/vouchers/1", nil, ""})
 	require.Equal(t, http.StatusInternalServerError, w.Code)
 	requireErrorBody(t, w, api.CodeInternal)
 }

@@ -41,10 +41,17 @@ type errorBody struct {
 type errorDetail struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// OrderID is the user's existing order with already_ordered, when the service could
+	// read it: a client that retries after a lost answer learns its order.
+	OrderID string `json:"orderId,omitempty"`
 }
 
 func writeError(c *gin.Context, sc statusCode, msg string) {
-	c.AbortWithStatusJSON(sc.status, errorBody{Error: errorDetail{Code: sc.code, Message: msg}})
+	writeErrorDetail(c, sc.status, errorDetail{Code: sc.code, Message: msg})
+}
+
+func writeErrorDetail(c *gin.Context, status int, d errorDetail) {
+	c.AbortWithStatusJSON(status, errorBody{Error: d})
 }
 
 // known maps service errors to their answer; anything else is an infrastructure failure.
@@ -59,6 +66,7 @@ var known = []struct {
 	{order.ErrSoldOut, statusCode{http.StatusConflict, codeSoldOut}, "the voucher is sold out"},
 	{order.ErrAlreadyOrdered, statusCode{http.StatusConflict, codeAlreadyOrdered}, "this user already ordered this voucher"},
 	{order.ErrInProgress, statusCode{http.StatusConflict, codeInProgress}, "another order of this user is in progress"},
+	{order.ErrNotFound, statusCode{http.StatusNotFound, codeNotFound}, "order not found"},
 	{order.ErrOverloaded, statusCode{http.StatusServiceUnavailable, codeOverloaded}, "too many orders in progress; try again"},
 }
 
@@ -78,7 +86,12 @@ func writeServiceError(c *gin.Context, log *slog.Logger, err error) {
 			if k.err == order.ErrOverloaded {
 				c.Header("Retry-After", retryAfterOverloaded)
 			}
-			writeError(c, k.sc, msg)
+			d := errorDetail{Code: k.sc.code, Message: msg}
+			var ao *order.AlreadyOrderedError
+			if errors.As(err, &ao) {
+				d.OrderID = strconv.FormatInt(ao.OrderID, 10)
+			}
+			writeErrorDetail(c, k.sc.status, d)
 			return
 		}
 	}

@@ -53,6 +53,8 @@ func checkAnswer(t *testing.T, w interface {
 	}
 }
 
+// FuzzVoucherIDPath puts any string where an id goes in a path: the voucher's, and the
+// order's of GET /api/orders/{orderId}.
 func FuzzVoucherIDPath(f *testing.F) {
 	for _, s := range idSeeds {
 		f.Add(s)
@@ -62,7 +64,7 @@ func FuzzVoucherIDPath(f *testing.F) {
 		h := api.NewServer(discardLog(), api.Config{}, vs, os)
 		want, valid := validID(s)
 
-		w := serve(h, request{"GET", "/api/vouchers/" + s, nil, ""})
+		w := serve(t, h, request{"GET", "/api/vouchers/" + s, nil, ""})
 		checkAnswer(t, w, w.Body.Bytes())
 		if valid {
 			require.Equal(t, http.StatusOK, w.Code, "GET voucher %q; body %s", s, w.Body)
@@ -72,7 +74,7 @@ func FuzzVoucherIDPath(f *testing.F) {
 			require.Empty(t, vs.got, "an invalid id reached the service")
 		}
 
-		w = serve(h, request{"POST", "/api/vouchers/" + s + "/orders", user42, ""})
+		w = serve(t, h, request{"POST", "/api/vouchers/" + s + "/orders", user42, ""})
 		checkAnswer(t, w, w.Body.Bytes())
 		if valid {
 			require.Equal(t, http.StatusCreated, w.Code, "order voucher %q; body %s", s, w.Body)
@@ -80,6 +82,16 @@ func FuzzVoucherIDPath(f *testing.F) {
 		} else {
 			require.GreaterOrEqual(t, w.Code, 300, "order voucher %q accepted; body %s", s, w.Body)
 			require.Empty(t, os.calls, "an invalid id reached the service")
+		}
+
+		w = serve(t, h, request{"GET", "/api/orders/" + s, user42, ""})
+		checkAnswer(t, w, w.Body.Bytes())
+		if valid {
+			require.Equal(t, http.StatusOK, w.Code, "GET order %q; body %s", s, w.Body)
+			require.Equal(t, []placed{{42, want}}, os.got, "user and order id asked of the service")
+		} else {
+			require.GreaterOrEqual(t, w.Code, 300, "GET order %q accepted; body %s", s, w.Body)
+			require.Empty(t, os.got, "an invalid id reached the service")
 		}
 	})
 }
@@ -93,17 +105,27 @@ func FuzzUserIDHeader(f *testing.F) {
 		h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
 		want, valid := validID(s)
 
-		w := serve(h, request{"POST", "/api/vouchers/5/orders", map[string]string{api.HeaderUserID: s}, ""})
-		checkAnswer(t, w, w.Body.Bytes())
-		switch {
-		case valid:
-			require.Equal(t, http.StatusCreated, w.Code, "X-User-ID %q; body %s", s, w.Body)
-			require.Equal(t, []placed{{want, 5}}, os.calls)
-		case s == "":
-			require.Equal(t, http.StatusUnauthorized, w.Code, "no X-User-ID; body %s", w.Body)
-		default:
-			require.Equal(t, http.StatusBadRequest, w.Code, "X-User-ID %q; body %s", s, w.Body)
-			require.Empty(t, os.calls, "an invalid user id reached the service")
+		for _, r := range []struct {
+			method, path string
+			wantOK       int
+			calls        *[]placed
+			want         placed
+		}{
+			{"POST", "/api/vouchers/5/orders", http.StatusCreated, &os.calls, placed{want, 5}},
+			{"GET", "/api/orders/5", http.StatusOK, &os.got, placed{want, 5}},
+		} {
+			w := serve(t, h, request{r.method, r.path, map[string]string{api.HeaderUserID: s}, ""})
+			checkAnswer(t, w, w.Body.Bytes())
+			switch {
+			case valid:
+				require.Equal(t, r.wantOK, w.Code, "%s %s, X-User-ID %q; body %s", r.method, r.path, s, w.Body)
+				require.Equal(t, []placed{r.want}, *r.calls)
+			case s == "":
+				require.Equal(t, http.StatusUnauthorized, w.Code, "no X-User-ID; body %s", w.Body)
+			default:
+				require.Equal(t, http.StatusBadRequest, w.Code, "X-User-ID %q; body %s", s, w.Body)
+				require.Empty(t, *r.calls, "an invalid user id reached the service")
+			}
 		}
 	})
 }
@@ -224,7 +246,7 @@ func FuzzCreateVoucherBody(f *testing.F) {
 	h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, voucher.NewService(voucher.NewStore(db.DB)), &fakeOrders{})
 
 	f.Fuzz(func(t *testing.T, body []byte) {
-		w := serve(h, request{"POST", "/api/vouchers", admin, string(body)})
+		w := serve(t, h, request{"POST", "/api/vouchers", admin, string(body)})
 		checkAnswer(t, w, w.Body.Bytes())
 		want, valid := validVoucher(body)
 		if !valid {
@@ -241,7 +263,7 @@ func FuzzCreateVoucherBody(f *testing.F) {
 			require.Equal(t, tm.sent.UTC().Truncate(time.Millisecond), tm.got, "time sent %v", tm.sent)
 		}
 
-		w = serve(h, request{"GET", "/api/vouchers/" + strconv.FormatInt(got.ID, 10), nil, ""})
+		w = serve(t, h, request{"GET", "/api/vouchers/" + strconv.FormatInt(got.ID, 10), nil, ""})
 		require.Equal(t, http.StatusOK, w.Code, "GET the voucher just created; body %s", w.Body)
 		var again api.VoucherResponse
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &again))

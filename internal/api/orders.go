@@ -4,8 +4,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/seckill/seckill/internal/order"
 )
 
 // HeaderUserID carries the caller's user id. The gateway in front of the service is trusted
@@ -37,14 +40,8 @@ func placeOrder(log *slog.Logger, orders Orders, pending bool) gin.HandlerFunc {
 			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "an order takes no request body")
 			return
 		}
-		raw := c.GetHeader(HeaderUserID)
-		if raw == "" {
-			writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "header X-User-ID is required")
-			return
-		}
-		userID, ok := parseID(raw)
+		userID, ok := user(c)
 		if !ok {
-			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "header X-User-ID must be a positive integer")
 			return
 		}
 		voucherID, ok := parseID(c.Param("id"))
@@ -65,4 +62,59 @@ func placeOrder(log *slog.Logger, orders Orders, pending bool) gin.HandlerFunc {
 		}
 		c.JSON(http.StatusCreated, placeOrderResponse{OrderID: strconv.FormatInt(id, 10)})
 	}
+}
+
+// orderResponse is one order as its owner sees it. Ids that may exceed 2^53 (the order's,
+// the user's) are decimal strings.
+type orderResponse struct {
+	OrderID   string    `json:"orderId"`
+	VoucherID int64     `json:"voucherId"`
+	UserID    string    `json:"userId"`
+	Status    string    `json:"status"`
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// getOrder answers the caller's own order; another user's answers 404 like a missing one.
+func getOrder(log *slog.Logger, orders Orders) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		userID, ok := user(c)
+		if !ok {
+			return
+		}
+		orderID, ok := parseID(c.Param("id"))
+		if !ok {
+			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "order id must be a positive integer")
+			return
+		}
+		o, err := orders.Get(c.Request.Context(), userID, orderID)
+		if err != nil {
+			writeServiceError(c, log, err)
+			return
+		}
+		c.JSON(http.StatusOK, toOrderResponse(o))
+	}
+}
+
+func toOrderResponse(o order.Summary) orderResponse {
+	return orderResponse{
+		OrderID: strconv.FormatInt(o.ID, 10), VoucherID: o.VoucherID, UserID: strconv.FormatInt(o.UserID, 10),
+		Status: string(o.State), Reason: o.Reason, CreatedAt: o.CreatedAt.UTC(),
+	}
+}
+
+// user reads the caller's id from X-User-ID, or answers 401 (missing) or 400 (not a positive
+// integer) and reports false.
+func user(c *gin.Context) (int64, bool) {
+	raw := c.GetHeader(HeaderUserID)
+	if raw == "" {
+		writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "header X-User-ID is required")
+		return 0, false
+	}
+	userID, ok := parseID(raw)
+	if !ok {
+		writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "header X-User-ID must be a positive integer")
+		return 0, false
+	}
+	return userID, true
 }

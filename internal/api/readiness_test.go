@@ -34,7 +34,7 @@ func (f *flipCheck) check(context.Context) error {
 // readyz asks h for /readyz and returns the status and the decoded body.
 func readyz(t *testing.T, h http.Handler) (int, map[string]any) {
 	t.Helper()
-	w := serve(h, request{"GET", "/readyz", nil, ""})
+	w := serve(t, h, request{"GET", "/readyz", nil, ""})
 	return w.Code, decodeJSON(t, w)
 }
 

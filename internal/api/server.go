@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -21,6 +22,7 @@ type Vouchers interface {
 // Orders is the order service as the handlers use it.
 type Orders interface {
 	Place(ctx context.Context, userID, voucherID int64) (int64, error)
+	Get(ctx context.Context, userID, orderID int64) (order.Summary, error)
 }
 
 // Check reports whether a dependency (MySQL, Redis) is reachable.

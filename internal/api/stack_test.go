@@ -84,16 +84,31 @@ func newStack(t *testing.T, name string, sc app.StoresConfig) *stack {
 func (s *stack) createVoucher(t *testing.T, stock int, begin, end time.Time) int64 {
 	t.Helper()
 	body := fmt.Sprintf(`{"title":"t","stock":%d,"beginTime":%q,"endTime":%q}`, stock, begin.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano))
-	w := serve(s.h, request{"POST", "/api/vouchers", admin, body})
+	w := serve(t, s.h, request{"POST", "/api/vouchers", admin, body})
 	require.Equal(t, http.StatusCreated, w.Code, "create voucher; body %s", w.Body)
 	id, ok := decodeJSON(t, w)["id"].(float64)
 	require.True(t, ok, "id is not a number: %s", w.Body)
 	return int64(id)
 }
 
-func (s *stack) order(userID, voucherID int64) *httptest.ResponseRecorder {
-	return serve(s.h, request{"POST", fmt.Sprintf("/api/vouchers/%d/orders", voucherID),
-		map[string]string{api.HeaderUserID: strconv.FormatInt(userID, 10)}, ""})
+func (s *stack) order(t testing.TB, userID, voucherID int64) *httptest.ResponseRecorder {
+	t.Helper()
+	w, check := s.orderLater(t, userID, voucherID)
+	check()
+	return w
+}
+
+// orderLater is order with the check against the document returned to run later (serveLater).
+func (s *stack) orderLater(t testing.TB, userID, voucherID int64) (*httptest.ResponseRecorder, func()) {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/api/vouchers/%d/orders", voucherID), nil)
+	req.Header.Set(api.HeaderUserID, strconv.FormatInt(userID, 10))
+	return serveLater(t, s.h, req)
+}
+
+func (s *stack) getOrder(t testing.TB, userID int64, orderID string) *httptest.ResponseRecorder {
+	t.Helper()
+	return serve(t, s.h, request{"GET", "/api/orders/" + orderID, map[string]string{api.HeaderUserID: strconv.FormatInt(userID, 10)}, ""})
 }
 
 func (s *stack) count(t *testing.T, query string, args ...any) int64 {
@@ -108,7 +123,7 @@ func TestStackVoucherRoundTrip(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			body := `{"title":"秒杀 50 off","subTitle":"s","rules":"r","payValue":4750,"actualValue":5000,"stock":100,` +
 				`"beginTime":"2026-11-22T08:00:00.123456+08:00","endTime":"2026-11-23T00:00:00Z"}`
-			w := serve(s.h, request{"POST", "/api/vouchers", admin, body})
+			w := serve(t, s.h, request{"POST", "/api/vouchers", admin, body})
 			require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
 			created := decodeJSON(t, w)
 			id, ok := created["id"].(float64)
@@ -120,15 +135,15 @@ func TestStackVoucherRoundTrip(t *testing.T) {
 			assert.Equal(t, "2026-11-22T00:00:00.123Z", created["beginTime"], "UTC, truncated to milliseconds")
 			assert.Equal(t, "2026-11-23T00:00:00Z", created["endTime"])
 
-			w = serve(s.h, request{"GET", fmt.Sprintf("/api/vouchers/%d", int64(id)), nil, ""})
+			w = serve(t, s.h, request{"GET", fmt.Sprintf("/api/vouchers/%d", int64(id)), nil, ""})
 			require.Equal(t, http.StatusOK, w.Code, "body %s", w.Body)
 			assert.Equal(t, created, decodeJSON(t, w), "GET answers what POST answered")
 
-			w = serve(s.h, request{"GET", fmt.Sprintf("/api/vouchers/%d", int64(id)+1000), nil, ""})
+			w = serve(t, s.h, request{"GET", fmt.Sprintf("/api/vouchers/%d", int64(id)+1000), nil, ""})
 			require.Equal(t, http.StatusNotFound, w.Code)
 			requireErrorBody(t, w, api.CodeNotFound)
 
-			w = serve(s.h, request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`})
+			w = serve(t, s.h, request{"POST", "/api/vouchers", admin, `{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`})
 			require.Equal(t, http.StatusBadRequest, w.Code, "end before begin; body %s", w.Body)
 			requireErrorBody(t, w, api.CodeInvalidArgument)
 			assert.Equal(t, int64(1), s.count(t, "SELECT COUNT(*) FROM vouchers"), "vouchers stored")
@@ -153,7 +168,7 @@ func TestStackOrders(t *testing.T) {
 			require.True(t, ok, "carol's lock was free")
 			t.Cleanup(func() { _ = held.Unlock(context.Background()) })
 
-			w := s.order(alice, open)
+			w := s.order(t, alice, open)
 			require.Equal(t, http.StatusCreated, w.Code, "first order; body %s", w.Body)
 			raw, ok := decodeJSON(t, w)["orderId"].(string)
 			require.True(t, ok, "orderId is not a string: %s", w.Body)
@@ -163,13 +178,33 @@ func TestStackOrders(t *testing.T) {
 			assert.Greater(t, orderID, int64(1)<<53, "ids exceed 2^53: the reason orderId is a string")
 			assert.Equal(t, int64(1), s.count(t, "SELECT COUNT(*) FROM voucher_orders WHERE id = ? AND user_id = ? AND voucher_id = ?", orderID, alice, open))
 
+			// The order reads back for its owner only; another user's answer is a missing one's.
+			w = s.getOrder(t, alice, raw)
+			require.Equal(t, http.StatusOK, w.Code, "GET own order; body %s", w.Body)
+			got := decodeJSON(t, w)
+			assert.Equal(t, map[string]any{"orderId": raw, "voucherId": float64(open), "userId": strconv.FormatInt(alice, 10), "status": "created"},
+				map[string]any{"orderId": got["orderId"], "voucherId": got["voucherId"], "userId": got["userId"], "status": got["status"]})
+			createdAt, _ := got["createdAt"].(string)
+			assert.WithinDuration(t, now, mustTime(t, createdAt), time.Minute, "createdAt")
+			other := s.getOrder(t, bob, raw)
+			missing := s.getOrder(t, alice, strconv.FormatInt(orderID+1, 10))
+			require.Equal(t, http.StatusNotFound, other.Code, "GET another user's order; body %s", other.Body)
+			requireErrorBody(t, other, api.CodeNotFound)
+			assert.Equal(t, missing.Code, other.Code)
+			assert.Equal(t, missing.Body.String(), other.Body.String(), "another user's order must answer as a missing one")
+
+			// A retry learns the order it placed.
+			w = s.order(t, alice, open)
+			require.Equal(t, http.StatusConflict, w.Code, "retry; body %s", w.Body)
+			requireErrorBody(t, w, api.CodeAlreadyOrdered)
+			assert.Equal(t, raw, decodeJSON(t, w)["error"].(map[string]any)["orderId"], "the retry names the order placed")
+
 			steps := []struct {
 				name            string
 				user, voucherID int64
 				want            int
 				wantCode        string
 			}{
-				{"same user again", alice, open, 409, api.CodeAlreadyOrdered},
 				{"lock held elsewhere", carol, open, 409, api.CodeInProgress},
 				{"another user takes the last one", bob, open, 201, ""},
 				{"stock gone", dave, open, 409, api.CodeSoldOut},
@@ -179,7 +214,7 @@ func TestStackOrders(t *testing.T) {
 				{"no such voucher", bob, open + 1000, 404, api.CodeNotFound},
 			}
 			for _, st := range steps {
-				w := s.order(st.user, st.voucherID)
+				w := s.order(t, st.user, st.voucherID)
 				require.Equal(t, st.want, w.Code, "%s; body %s", st.name, w.Body)
 				if st.wantCode != "" {
 					requireErrorBody(t, w, st.wantCode)
@@ -189,7 +224,7 @@ func TestStackOrders(t *testing.T) {
 			assert.Zero(t, s.count(t, "SELECT COUNT(*) FROM voucher_orders WHERE user_id IN (?, ?)", carol, dave), "orders of the refused users")
 			assert.Equal(t, int64(0), s.count(t, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", open), "stock left")
 
-			w = serve(s.h, request{"GET", "/metrics", nil, ""})
+			w = serve(t, s.h, request{"GET", "/metrics", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code)
 			c, err := order.ReadCountsText(w.Body)
 			require.NoError(t, err)
@@ -205,7 +240,7 @@ func TestStackOrders(t *testing.T) {
 				return mf.GetName() == order.MetricLockAcquire && mf.GetType() == dto.MetricType_HISTOGRAM
 			}), "%s is a histogram", order.MetricLockAcquire)
 
-			w = serve(s.h, request{"GET", "/readyz", nil, ""})
+			w = serve(t, s.h, request{"GET", "/readyz", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code, "readyz; body %s", w.Body)
 		})
 	}
@@ -220,21 +255,21 @@ func TestStackRedisDown(t *testing.T) {
 	v := s.createVoucher(t, 3, now.Add(-time.Hour), now.Add(time.Hour))
 	s.stores.Mini.Close()
 
-	w := s.order(s.users+1, v)
+	w := s.order(t, s.users+1, v)
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
 	requireErrorBody(t, w, api.CodeUnavailable)
 	assert.Zero(t, s.count(t, "SELECT COUNT(*) FROM voucher_orders"), "orders stored")
 	assert.Equal(t, int64(3), s.count(t, "SELECT stock FROM seckill_vouchers WHERE voucher_id = ?", v), "stock left")
 
 	s.inst.Ready.Refresh(context.Background()) // rather than wait for the background round
-	w = serve(s.h, request{"GET", "/readyz", nil, ""})
+	w = serve(t, s.h, request{"GET", "/readyz", nil, ""})
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
 	checks, _ := decodeJSON(t, w)["checks"].(map[string]any)
 	assert.Equal(t, "ok", checks["database"])
 	assert.NotEqual(t, "ok", checks["redis"])
 	assert.True(t, strings.Contains(w.Body.String(), `"ready":false`), "body %s", w.Body)
 
-	w = serve(s.h, request{"GET", "/healthz", nil, ""})
+	w = serve(t, s.h, request{"GET", "/healthz", nil, ""})
 	assert.Equal(t, http.StatusOK, w.Code, "healthz is the process, not its stores")
 }
 
@@ -246,12 +281,13 @@ func TestStackDatabaseDown(t *testing.T) {
 		{"POST", "/api/vouchers", admin, validVoucherBody},
 		{"GET", "/api/vouchers/1", nil, ""},
 		{"POST", "/api/vouchers/1/orders", user42, ""},
+		{"GET", "/api/orders/1", user42, ""},
 	} {
-		w := serve(s.h, r)
+		w := serve(t, s.h, r)
 		require.Equal(t, http.StatusServiceUnavailable, w.Code, "%s %s; body %s", r.method, r.path, w.Body)
 		requireErrorBody(t, w, api.CodeUnavailable)
 	}
 	s.inst.Ready.Refresh(context.Background())
-	w := serve(s.h, request{"GET", "/readyz", nil, ""})
+	w := serve(t, s.h, request{"GET", "/readyz", nil, ""})
 	require.Equal(t, http.StatusServiceUnavailable, w.Code, "body %s", w.Body)
 }

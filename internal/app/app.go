@@ -136,19 +136,24 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	}
 
 	var vouchers api.Vouchers = voucher.NewService(voucher.NewStore(db.DB))
-	var orders api.Orders = order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, idgen.New(rdb, "order"),
-		order.NewMetrics(inst.Registry), log, cfg.Order)
+	var a *Async
 	if cfg.OrderMode == ModeAsync {
-		a, err := newAsync(ctx, log, cfg, db, rdb, inst.Registry)
-		if err != nil {
+		if a, err = newAsync(ctx, log, cfg, db, rdb, inst.Registry); err != nil {
 			_ = inst.Close()
 			return nil, err
 		}
+		// Reads of an order ask Redis's pending and failed orders before the database.
+		cfg.Order.Pending = async.OrderPending{Statuses: a.Statuses}
+	}
+	svc := order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, idgen.New(rdb, "order"),
+		order.NewMetrics(inst.Registry), log, cfg.Order)
+	var orders api.Orders = svc
+	if a != nil {
 		inst.Async = a
 		inst.closers = append([]func() error{a.stop}, inst.closers...)
 		checks["writer"] = a.Writer.Ready
 		vouchers = loadOnCreate{Vouchers: vouchers, loader: a.Loader, log: log}
-		orders = a.Service
+		orders = asyncOrders{Service: a.Service, get: svc}
 	}
 	inst.Ready = api.NewReadiness(log, checks)
 	inst.Ready.Start(api.ReadyInterval)

@@ -57,6 +57,7 @@ func TestAsyncMode(t *testing.T) {
 	var mu sync.Mutex
 	accepted := map[int64]int64{} // order id → user
 	codes := map[string]int{}
+	conflicts := map[int64]string{} // user → the order id its 409 already_ordered named
 	var wg sync.WaitGroup
 	for u := int64(1); u <= 40; u++ {
 		for try := range 2 {
@@ -68,7 +69,10 @@ func TestAsyncMode(t *testing.T) {
 				var resp struct {
 					OrderID string `json:"orderId"`
 					Status  string `json:"status"`
-					Error   struct{ Code string }
+					Error   struct {
+						Code    string
+						OrderID string `json:"orderId"`
+					}
 				}
 				assert.NoError(t, json.Unmarshal(w.Body.Bytes(), &resp), w.Body.String())
 				mu.Lock()
@@ -82,6 +86,9 @@ func TestAsyncMode(t *testing.T) {
 					codes["202"]++
 				case http.StatusConflict:
 					codes[resp.Error.Code]++
+					if resp.Error.Code == "already_ordered" {
+						conflicts[u] = resp.Error.OrderID
+					}
 				default:
 					t.Errorf("order: %d %s", w.Code, w.Body)
 				}
@@ -111,6 +118,24 @@ func TestAsyncMode(t *testing.T) {
 		got[r.ID] = r.UserID
 	}
 	assert.Equal(t, accepted, got, "every 202 is exactly one row with its id and user")
+	for id, u := range accepted {
+		if c, ok := conflicts[u]; ok {
+			assert.Equal(t, strconv.FormatInt(id, 10), c, "user %d's already_ordered names its order", u)
+		}
+		for _, probe := range []struct {
+			user int64
+			code int
+		}{{u, http.StatusOK}, {u + 1000, http.StatusNotFound}} {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/api/orders/"+strconv.FormatInt(id, 10), nil)
+			r.Header.Set("X-User-ID", strconv.FormatInt(probe.user, 10))
+			insts[int(u)%2].Handler.ServeHTTP(w, r)
+			require.Equal(t, probe.code, w.Code, w.Body.String())
+			if probe.code == http.StatusOK {
+				assert.Contains(t, w.Body.String(), `"status":"created"`)
+			}
+		}
+	}
 
 	checks := readyChecks(t, insts[0], http.StatusOK)
 	assert.Contains(t, checks, "writer")

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -104,4 +105,16 @@ func (v loadOnCreate) Create(ctx context.Context, in voucher.Voucher) (voucher.V
 // DeadLettered returns how many orders of voucherID are in its dead-letter stream.
 func (a *Async) DeadLettered(ctx context.Context, voucherID int64) (int64, error) {
 	return a.Statuses.DeadLettered(ctx, voucherID)
+}
+
+// asyncOrders places orders by admission in Redis and reads them through the order service,
+// which asks the pending orders first.
+type asyncOrders struct {
+	*async.Service
+	get *order.Service
+}
+
+// Get returns userID's order orderID: pending, failed or written.
+func (o asyncOrders) Get(ctx context.Context, userID, orderID int64) (order.Summary, error) {
+	return o.get.Get(ctx, userID, orderID)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/order"
 )
 
 // PendingOrder is an order Redis knows and the database does not (yet): admitted and waiting
@@ -117,4 +119,23 @@ func (s *Statuses) DeadLettered(ctx context.Context, voucherID int64) (int64, er
 		return 0, fmt.Errorf("dead letters: %w", err)
 	}
 	return n, nil
+}
+
+// OrderPending is Statuses as the order service's Pending (order.Config.Pending), so that
+// GET /api/orders/{id} and already_ordered answers see the orders the writer has not
+// written yet.
+type OrderPending struct{ *Statuses }
+
+// Lookup returns orderID's summary, pending or failed, and true; false when Redis knows
+// nothing of it.
+func (p OrderPending) Lookup(ctx context.Context, orderID int64) (order.Summary, bool, error) {
+	o, ok, err := p.Statuses.Lookup(ctx, orderID)
+	if err != nil || !ok {
+		return order.Summary{}, ok, err
+	}
+	sum := order.Summary{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, State: order.StatePending, CreatedAt: o.CreatedAt}
+	if o.Failed {
+		sum.State, sum.Reason = order.StateFailed, o.Reason
+	}
+	return sum, true, nil
 }

@@ -124,7 +124,7 @@ func (s *Service) precheck(ctx context.Context, userID, voucherID int64) (int64,
 		if err != nil {
 			return 0, "", nil, false
 		}
-		return id, order.ResultAlreadyOrdered, fmt.Errorf("%w: order %d", order.ErrAlreadyOrdered, id), true
+		return id, order.ResultAlreadyOrdered, &order.AlreadyOrderedError{OrderID: id}, true
 	case nums[0] <= 0:
 		return 0, order.ResultSoldOut, order.ErrSoldOut, true
 	}
@@ -171,7 +171,7 @@ func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (
 		if err != nil {
 			return 0, fmt.Errorf("admit: earlier order id %q: %w", idText, err)
 		}
-		return earlier, fmt.Errorf("%w: order %d", order.ErrAlreadyOrdered, earlier)
+		return earlier, &order.AlreadyOrderedError{OrderID: earlier}
 	case 4:
 		return 0, order.ErrSoldOut
 	}

@@ -37,6 +37,10 @@ func TestAdmission(t *testing.T) {
 			again, err := f.svc.Place(ctx, 2, vid)
 			assert.ErrorIs(t, err, order.ErrAlreadyOrdered)
 			assert.Equal(t, ids[2], again, "the earlier order's id")
+			var ao *order.AlreadyOrderedError
+			if assert.ErrorAs(t, err, &ao, "the 409 carries the order id") {
+				assert.Equal(t, ids[2], ao.OrderID)
+			}
 			b := f.book(vid)
 			assert.Equal(t, async.Book{VoucherID: vid, Loaded: true, Initial: 3, DBStock: 3, RedisStock: 0, Pending: 3}, b)
 
@@ -47,6 +51,10 @@ func TestAdmission(t *testing.T) {
 				assert.Equal(t, user, p.UserID)
 				assert.Equal(t, vid, p.VoucherID)
 				assert.False(t, p.Failed)
+				sum, ok, err := async.OrderPending{Statuses: f.statuses}.Lookup(ctx, id)
+				require.NoError(t, err)
+				require.True(t, ok)
+				assert.Equal(t, order.Summary{ID: id, UserID: user, VoucherID: vid, State: order.StatePending, CreatedAt: p.CreatedAt}, sum)
 				got, ok, err := f.statuses.OrderOf(ctx, user, vid)
 				require.NoError(t, err)
 				assert.True(t, ok)
@@ -208,6 +216,11 @@ func TestDeadLetter(t *testing.T) {
 			require.True(t, ok)
 			assert.True(t, p.Failed)
 			assert.Contains(t, p.Reason, "another order")
+			sum, ok, err := async.OrderPending{Statuses: f.statuses}.Lookup(ctx, id)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, order.StateFailed, sum.State)
+			assert.Equal(t, p.Reason, sum.Reason)
 			_, held, err := f.statuses.OrderOf(ctx, 7, vid)
 			require.NoError(t, err)
 			assert.False(t, held, "the failed order's user is released")

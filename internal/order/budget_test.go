@@ -55,6 +55,7 @@ func TestPlaceOverloadedAnswersAtOnce(t *testing.T) {
 	release()
 	f.ids.EXPECT().Next(mock.Anything).Return(100, nil).Once()
 	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
+	f.store.EXPECT().GetByUser(mock.Anything, int64(42), int64(7)).Return(order.Order{ID: 5, UserID: 42, VoucherID: 7}, nil).Once()
 	_, err = f.svc.Place(context.Background(), 42, 7)
 	assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "admitted again once the slot was freed")
 	assert.Equal(t, 1.0, f.count(order.ResultOverloaded))

@@ -40,6 +40,10 @@ type Config struct {
 	Process func(ctx context.Context, userID int64) error
 	// Now is the clock for the sale window and the voucher cache; nil means time.Now.
 	Now func() time.Time
+	// Pending knows the orders admitted but not yet in the database; Get and the
+	// already-ordered answer ask it before the database. Nil in the synchronous mode, where
+	// an order is a committed row or nothing.
+	Pending Pending
 }
 
 // withDefaults fills the zero fields.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Errors returned by Service.Place. voucher.ErrNotFound passes through unchanged.
+// Errors returned by Service.Place and Service.Get. voucher.ErrNotFound passes through unchanged.
 var (
 	ErrSaleNotActive  = errors.New("order: sale not active")
 	ErrSoldOut        = errors.New("order: sold out")
@@ -23,6 +23,9 @@ var (
 	// ErrDuplicate is returned by a Store when the unique key uk_user_voucher refused the
 	// insert: a duplicate got past the lock and only the database stopped it.
 	ErrDuplicate = errors.New("order: duplicate blocked by uk_user_voucher")
+	// ErrNotFound is returned by Service.Get for an order that does not exist or is another
+	// user's, and by a Store's reads for an order that does not exist.
+	ErrNotFound = errors.New("order: not found")
 )
 
 // Status of an order, as hmdp's tb_voucher_order numbers them.

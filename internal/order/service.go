@@ -17,9 +17,12 @@ type Vouchers interface {
 	Get(ctx context.Context, id int64) (voucher.Voucher, error)
 }
 
-// Store places an order in one database transaction (see SQLStore.Create).
+// Store places an order in one database transaction (see SQLStore.Create) and reads orders
+// back; the reads return ErrNotFound when there is no such order.
 type Store interface {
 	Create(ctx context.Context, o Order, process func(context.Context) error) error
+	Get(ctx context.Context, id int64) (Order, error)
+	GetByUser(ctx context.Context, userID, voucherID int64) (Order, error)
 }
 
 // Locks hands out the per-user lock.
@@ -64,7 +67,8 @@ func LockName(userID int64) string { return "order:" + strconv.FormatInt(userID,
 //
 // It returns voucher.ErrNotFound, ErrSaleNotActive, ErrSoldOut, ErrAlreadyOrdered (also when
 // the unique key caught a duplicate the lock let through, which is counted as
-// duplicate_blocked_by_db), ErrInProgress when another request of the user holds the lock,
+// duplicate_blocked_by_db; an *AlreadyOrderedError with the existing order's id when it
+// could be read), ErrInProgress when another request of the user holds the lock,
 // ErrOverloaded when the instance already works on MaxInflight orders, and an error wrapping
 // ErrUnavailable when Redis or the database failed or did not answer within the order's
 // deadline (Config.Timeout), or ctx was cancelled; then no order was placed, unless a commit
@@ -174,13 +178,13 @@ func (s *Service) create(ctx context.Context, userID, voucherID int64) (int64, s
 	case err == nil:
 		return id, ResultCreated, nil
 	case errors.Is(err, ErrAlreadyOrdered):
-		return 0, ResultAlreadyOrdered, ErrAlreadyOrdered
+		return 0, ResultAlreadyOrdered, s.alreadyOrdered(ctx, userID, voucherID)
 	case errors.Is(err, ErrSoldOut):
 		return 0, ResultSoldOut, ErrSoldOut
 	case errors.Is(err, ErrDuplicate):
 		s.log.Warn("duplicate order reached the database; uk_user_voucher refused it",
 			"user_id", userID, "voucher_id", voucherID)
-		return 0, ResultDuplicateByDB, ErrAlreadyOrdered
+		return 0, ResultDuplicateByDB, s.alreadyOrdered(ctx, userID, voucherID)
 	default:
 		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

@@ -138,18 +138,25 @@ func TestPlaceRedisDownFailsClosed(t *testing.T) {
 }
 
 func TestPlaceAfterLockFailures(t *testing.T) {
+	errRead := errors.New("read timeout")
 	tests := []struct {
 		name     string
 		idErr    error
 		storeErr error
 		wantErr  error
 		result   string
+		// The read of the existing order after an already-ordered refusal: its error, and
+		// the id Place must then report (0: a bare ErrAlreadyOrdered).
+		readErr error
+		wantID  int64
 	}{
-		{"id generator down", errors.New("redis down"), nil, order.ErrUnavailable, order.ResultError},
-		{"database error", nil, errors.New("deadlock found"), order.ErrUnavailable, order.ResultError},
-		{"already ordered", nil, order.ErrAlreadyOrdered, order.ErrAlreadyOrdered, order.ResultAlreadyOrdered},
-		{"sold out in the transaction", nil, order.ErrSoldOut, order.ErrSoldOut, order.ResultSoldOut},
-		{"duplicate caught by the unique key", nil, order.ErrDuplicate, order.ErrAlreadyOrdered, order.ResultDuplicateByDB},
+		{name: "id generator down", idErr: errors.New("redis down"), wantErr: order.ErrUnavailable, result: order.ResultError},
+		{name: "database error", storeErr: errors.New("deadlock found"), wantErr: order.ErrUnavailable, result: order.ResultError},
+		{name: "already ordered", storeErr: order.ErrAlreadyOrdered, wantErr: order.ErrAlreadyOrdered, result: order.ResultAlreadyOrdered, wantID: 77},
+		{name: "already ordered, its id unreadable", storeErr: order.ErrAlreadyOrdered, wantErr: order.ErrAlreadyOrdered, result: order.ResultAlreadyOrdered, readErr: errRead},
+		{name: "sold out in the transaction", storeErr: order.ErrSoldOut, wantErr: order.ErrSoldOut, result: order.ResultSoldOut},
+		{name: "duplicate caught by the unique key", storeErr: order.ErrDuplicate, wantErr: order.ErrAlreadyOrdered, result: order.ResultDuplicateByDB, wantID: 77},
+		{name: "duplicate, its id unreadable", storeErr: order.ErrDuplicate, wantErr: order.ErrAlreadyOrdered, result: order.ResultDuplicateByDB, readErr: errRead},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,11 +166,23 @@ func TestPlaceAfterLockFailures(t *testing.T) {
 			if tt.idErr == nil {
 				f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(tt.storeErr)
 			}
+			if errors.Is(tt.wantErr, order.ErrAlreadyOrdered) {
+				f.store.EXPECT().GetByUser(mock.Anything, int64(42), int64(7)).Return(order.Order{ID: 77, UserID: 42, VoucherID: 7}, tt.readErr)
+			}
 			f.lock.EXPECT().Unlock(mock.Anything).Return(nil) // released on every path
 			_, err := f.svc.Place(context.Background(), 42, 7)
 			assert.ErrorIs(t, err, tt.wantErr)
+			var ao *order.AlreadyOrderedError
+			if tt.wantID != 0 {
+				require.ErrorAs(t, err, &ao, "the existing order's id")
+				assert.Equal(t, tt.wantID, ao.OrderID)
+			} else {
+				assert.NotErrorAs(t, err, &ao, "an id, though none could be read")
+			}
 			assert.Equal(t, 1.0, f.count(tt.result), "count of %s", tt.result)
 			assert.Zero(t, f.count(order.ResultCreated))
+			assert.Zero(t, f.count(order.ResultError)+f.count(order.ResultAlreadyOrdered)+f.count(order.ResultDuplicateByDB)+
+				f.count(order.ResultSoldOut)-1, "one result counted, whatever the read of the existing order did")
 		})
 	}
 }

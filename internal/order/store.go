@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,4 +88,27 @@ func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Con
 		return nil
 	})
 	return err
+}
+
+// Get returns the order id, or ErrNotFound.
+func (s *SQLStore) Get(ctx context.Context, id int64) (Order, error) {
+	return s.take(ctx, "get order", "id = ?", id)
+}
+
+// GetByUser returns userID's order of voucherID, or ErrNotFound.
+func (s *SQLStore) GetByUser(ctx context.Context, userID, voucherID int64) (Order, error) {
+	return s.take(ctx, "get order by user", "user_id = ? AND voucher_id = ?", userID, voucherID)
+}
+
+// take reads the one order that where selects, by the primary or the unique key.
+func (s *SQLStore) take(ctx context.Context, op, where string, args ...any) (Order, error) {
+	var row orderRow
+	err := s.db.WithContext(ctx).Where(where, args...).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Order{}, ErrNotFound
+	}
+	if err != nil {
+		return Order{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return Order{ID: row.ID, UserID: row.UserID, VoucherID: row.VoucherID, Status: row.Status, CreatedAt: row.CreatedAt.UTC()}, nil
 }

@@ -57,6 +57,35 @@ func TestSQLStoreCreate(t *testing.T) {
 	}
 }
 
+// TestSQLStoreReads: an order reads back by its id and by its user and voucher, as created;
+// a missing one is ErrNotFound.
+func TestSQLStoreReads(t *testing.T) {
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			s := order.NewSQLStore(db)
+			vid := newVoucher(t, db, 2)
+			o := newOrder(1<<62+5, 1<<62+10, vid) // ids beyond 2^53 and 2^32, as the generator makes them
+			o.CreatedAt = time.Date(2026, 11, 22, 8, 0, 0, 123e6, time.UTC)
+			require.NoError(t, s.Create(ctx, o, nil))
+
+			got, err := s.Get(ctx, o.ID)
+			require.NoError(t, err)
+			assert.Equal(t, o, got)
+			got, err = s.GetByUser(ctx, o.UserID, vid)
+			require.NoError(t, err)
+			assert.Equal(t, o, got)
+
+			_, err = s.Get(ctx, o.ID+1)
+			assert.ErrorIs(t, err, order.ErrNotFound)
+			_, err = s.GetByUser(ctx, o.UserID, vid+1)
+			assert.ErrorIs(t, err, order.ErrNotFound)
+			_, err = s.GetByUser(ctx, o.UserID+1, vid)
+			assert.ErrorIs(t, err, order.ErrNotFound)
+		})
+	}
+}
+
 // TestSQLStoreDuplicateRollsBack drives the race the lock exists to prevent, step by step:
 // A checks (no order yet), B places the same user's order completely, A writes. The unique
 // key refuses A's insert, and A's transaction rolls back its stock decrement.

@@ -70,6 +70,121 @@ func (_c *Store_Create_Call) RunAndReturn(run func(context.Context, order.Order,
 	return _c
 }
 
+// Get provides a mock function with given fields: ctx, id
+func (_m *Store) Get(ctx context.Context, id int64) (order.Order, error) {
+	ret := _m.Called(ctx, id)
+
+	if len(ret) == 0 {
+		panic("no return value specified for Get")
+	}
+
+	var r0 order.Order
+	var r1 error
+	if rf, ok := ret.Get(0).(func(context.Context, int64) (order.Order, error)); ok {
+		return rf(ctx, id)
+	}
+	if rf, ok := ret.Get(0).(func(context.Context, int64) order.Order); ok {
+		r0 = rf(ctx, id)
+	} else {
+		r0 = ret.Get(0).(order.Order)
+	}
+
+	if rf, ok := ret.Get(1).(func(context.Context, int64) error); ok {
+		r1 = rf(ctx, id)
+	} else {
+		r1 = ret.Error(1)
+	}
+
+	return r0, r1
+}
+
+// Store_Get_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'Get'
+type Store_Get_Call struct {
+	*mock.Call
+}
+
+// Get is a helper method to define mock.On call
+//   - ctx context.Context
+//   - id int64
+func (_e *Store_Expecter) Get(ctx interface{}, id interface{}) *Store_Get_Call {
+	return &Store_Get_Call{Call: _e.mock.On("Get", ctx, id)}
+}
+
+func (_c *Store_Get_Call) Run(run func(ctx context.Context, id int64)) *Store_Get_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		run(args[0].(context.Context), args[1].(int64))
+	})
+	return _c
+}
+
+func (_c *Store_Get_Call) Return(_a0 order.Order, _a1 error) *Store_Get_Call {
+	_c.Call.Return(_a0, _a1)
+	return _c
+}
+
+func (_c *Store_Get_Call) RunAndReturn(run func(context.Context, int64) (order.Order, error)) *Store_Get_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
+// GetByUser provides a mock function with given fields: ctx, userID, voucherID
+func (_m *Store) GetByUser(ctx context.Context, userID int64, voucherID int64) (order.Order, error) {
+	ret := _m.Called(ctx, userID, voucherID)
+
+	if len(ret) == 0 {
+		panic("no return value specified for GetByUser")
+	}
+
+	var r0 order.Order
+	var r1 error
+	if rf, ok := ret.Get(0).(func(context.Context, int64, int64) (order.Order, error)); ok {
+		return rf(ctx, userID, voucherID)
+	}
+	if rf, ok := ret.Get(0).(func(context.Context, int64, int64) order.Order); ok {
+		r0 = rf(ctx, userID, voucherID)
+	} else {
+		r0 = ret.Get(0).(order.Order)
+	}
+
+	if rf, ok := ret.Get(1).(func(context.Context, int64, int64) error); ok {
+		r1 = rf(ctx, userID, voucherID)
+	} else {
+		r1 = ret.Error(1)
+	}
+
+	return r0, r1
+}
+
+// Store_GetByUser_Call is a *mock.Call that shadows Run/Return methods with type explicit version for method 'GetByUser'
+type Store_GetByUser_Call struct {
+	*mock.Call
+}
+
+// GetByUser is a helper method to define mock.On call
+//   - ctx context.Context
+//   - userID int64
+//   - voucherID int64
+func (_e *Store_Expecter) GetByUser(ctx interface{}, userID interface{}, voucherID interface{}) *Store_GetByUser_Call {
+	return &Store_GetByUser_Call{Call: _e.mock.On("GetByUser", ctx, userID, voucherID)}
+}
+
+func (_c *Store_GetByUser_Call) Run(run func(ctx context.Context, userID int64, voucherID int64)) *Store_GetByUser_Call {
+	_c.Call.Run(func(args mock.Arguments) {
+		run(args[0].(context.Context), args[1].(int64), args[2].(int64))
+	})
+	return _c
+}
+
+func (_c *Store_GetByUser_Call) Return(_a0 order.Order, _a1 error) *Store_GetByUser_Call {
+	_c.Call.Return(_a0, _a1)
+	return _c
+}
+
+func (_c *Store_GetByUser_Call) RunAndReturn(run func(context.Context, int64, int64) (order.Order, error)) *Store_GetByUser_Call {
+	_c.Call.Return(run)
+	return _c
+}
+
 // NewStore creates a new instance of Store. It also registers a testing interface on the mock and a cleanup function to assert the mocks expectations.
 // The first argument is typically a *testing.T value.
 func NewStore(t interface {
