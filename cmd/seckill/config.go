@@ -33,6 +33,7 @@ type config struct {
 	// redlockAddrs are RedLock's nodes; nil: app.DefaultRedLockAddrs, or embedded ones.
 	redlockAddrs []string
 	zkAddrs      []string // the ZooKeeper ensemble
+	pprofAddr    string   // loopback address of the profiling listener; empty: none
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -54,6 +55,7 @@ var settings = []envFlag{
 	{"SECKILL_REDLOCK_ADDRS", "redlock-addrs", "", "comma-separated host:port of the independent Redis nodes of SECKILL_LOCK=redlock; " +
 		"empty: " + strings.Join(app.DefaultRedLockAddrs, ",") + " (scripts/services.sh), or five embedded Redis servers with the embedded stores"},
 	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
+	{"SECKILL_PPROF_ADDR", "pprof-addr", "", "loopback host:port to serve Go's profiles on (/debug/pprof/, serve only); empty: none"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
@@ -82,6 +84,10 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		adminToken: *vals["SECKILL_ADMIN_TOKEN"],
 		lock:       *vals["SECKILL_LOCK"],
 		dataDir:    *vals["SECKILL_DATA_DIR"],
+		pprofAddr:  *vals["SECKILL_PPROF_ADDR"],
+	}
+	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
+		return config{}, err
 	}
 	var err error
 	if cfg.lockTTL, err = parseDuration("SECKILL_LOCK_TTL", *vals["SECKILL_LOCK_TTL"], time.Millisecond); err != nil {
