@@ -94,6 +94,12 @@ cluster-status:
 compose-config:
 	docker-compose config -q
 
+## capacity: the sync path's closed-loop ceiling through nginx (wrk, 64 connections, every order a new
+## user) and the DB baseline right after it, printed as a ratio (~2 min; docs/loadtest.md#capacity)
+.PHONY: capacity
+capacity:
+	scripts/capacity.sh
+
 ## lockbench: our Redis locks against bsm/redislock and redsync on the real Redis (~2 min)
 LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 1s -rounds 5
 .PHONY: lockbench
