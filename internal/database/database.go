@@ -149,6 +149,13 @@ func (db *DB) Close() error {
 	return sqlDB.Close()
 }
 
+// IsDeadlock reports whether err is MySQL's error 1213: InnoDB chose this transaction as the
+// victim of a deadlock and rolled it back.
+func IsDeadlock(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
+}
+
 // IsUniqueViolation reports whether err is a violation of the unique key named key: MySQL
 // error 1062 naming the key, or SQLite's UNIQUE constraint error naming the key's columns.
 func IsUniqueViolation(err error, key string, columns ...string) bool {

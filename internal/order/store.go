@@ -52,8 +52,9 @@ func NewSQLStore(db *database.DB) *SQLStore {
 //
 // It returns ErrAlreadyOrdered when the user's order of the voucher had committed before the
 // transaction began, ErrDuplicate when the unique key refused an order that another
-// transaction committed while this one ran (a duplicate that only the database stopped), and
-// ErrSoldOut when no stock is left; then nothing was written. Any other error wraps the
+// transaction committed while this one ran, or the insert deadlocked with another of the
+// same user's (either way a duplicate that only the database stopped), and ErrSoldOut when
+// no stock is left; then nothing was written. Any other error wraps the
 // database's or process's error, or ctx's; after a failed COMMIT the order may have committed.
 func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Context) error) error {
 	if process == nil {
@@ -103,6 +104,11 @@ func (s *SQLStore) place(ctx context.Context, conn *sql.Conn, o Order, process f
 	switch {
 	case database.IsUniqueViolation(err, "uk_user_voucher", "voucher_orders.user_id", "voucher_orders.voucher_id"):
 		return s.existing(ctx, conn, o)
+	case database.IsDeadlock(err):
+		// Only inserts of the same key wait on each other here: two or more transactions of
+		// this user were inserting at once, and when the first rolled back (sold out) the
+		// waiters deadlocked on its key. A duplicate that only the database stopped.
+		return ErrDuplicate
 	case err != nil:
 		return fmt.Errorf("insert order: %w", err)
 	}
