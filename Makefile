@@ -94,6 +94,12 @@ cluster-status:
 compose-config:
 	docker-compose config -q
 
+## capacity: the sync path's closed-loop ceiling through nginx (wrk, 64 connections, every order a new
+## user) and the DB baseline right after it, printed as a ratio (~2 min; docs/loadtest.md#capacity)
+.PHONY: capacity
+capacity:
+	scripts/capacity.sh
+
 ## lockbench: every lock (Redis, RedLock, MySQL, GET_LOCK, ZooKeeper, etcd) against its Go peers (~4 min)
 ## Needs MariaDB on :3306 and the servers of services-up; starts its own etcd (Debian's
 ## etcd-server, when installed) and five redis-server processes for the node-loss test.

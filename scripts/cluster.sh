@@ -14,6 +14,10 @@
 #   CLUSTER_BASE_PORT   port of the first instance             (default 18081; then 18082, ...)
 #   CLUSTER_RUN_DIR     pids, logs, nginx prefix               (default <repo>/run/cluster)
 #   CLUSTER_NGINX_PORT  nginx's loopback port                  (default 8080)
+#   CLUSTER_GOMAXPROCS  GOMAXPROCS of each instance            (default: cores / instances, at least 1:
+#                       instances sharing a machine's cores, as a CPU quota per container would)
+#   CLUSTER_PPROF_BASE_PORT  set: instance i serves Go's profiles on 127.0.0.1:(this + i - 1)
+#                       (SECKILL_PPROF_ADDR; default unset: none)
 #   SECKILL_MYSQL_DSN   go-sql-driver DSN; the database is created if missing
 #                       (default root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC)
 #   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379)
@@ -31,6 +35,12 @@ INSTANCES=${CLUSTER_INSTANCES:-2}
 BASE_PORT=${CLUSTER_BASE_PORT:-18081}
 NGINX_PORT=${CLUSTER_NGINX_PORT:-8080}
 NGINX_ADDR=127.0.0.1:$NGINX_PORT
+# Each instance's Go scheduler gets its share of the cores. With GOMAXPROCS = all cores, two
+# instances on two cores each run up to two threads, which spin looking for work and preempt
+# each other and MariaDB; one each does the same work with less CPU per order
+# (docs/loadtest.md, Capacity).
+PROCS=${CLUSTER_GOMAXPROCS:-$(($(nproc) / INSTANCES))}
+((PROCS >= 1)) || PROCS=1
 GO=${GO:-go}
 
 export SECKILL_MYSQL_DSN=${SECKILL_MYSQL_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
@@ -134,7 +144,9 @@ cmd_up() {
 	: >"$RUN_DIR/instances"
 	for ((i = 1; i <= INSTANCES; i++)); do
 		port=$(instance_port "$i")
-		SECKILL_HTTP_ADDR=127.0.0.1:$port nohup "$ROOT/bin/seckill" serve \
+		SECKILL_HTTP_ADDR=127.0.0.1:$port GOMAXPROCS=$PROCS \
+			SECKILL_PPROF_ADDR=${CLUSTER_PPROF_BASE_PORT:+127.0.0.1:$((${CLUSTER_PPROF_BASE_PORT:-0} + i - 1))} \
+			nohup "$ROOT/bin/seckill" serve \
 			>"$RUN_DIR/seckill-$i.log" 2>&1 </dev/null &
 		echo $! >"$RUN_DIR/seckill-$i.pid"
 		echo "http://127.0.0.1:$port" >>"$RUN_DIR/instances"
@@ -146,7 +158,7 @@ cmd_up() {
 			cmd_down
 			die "instance $i on :$port did not become ready (log: $RUN_DIR/seckill-$i.log)"
 		}
-		log "instance $i ready on 127.0.0.1:$port (pid $(<"$RUN_DIR/seckill-$i.pid"))"
+		log "instance $i ready on 127.0.0.1:$port (pid $(<"$RUN_DIR/seckill-$i.pid"), GOMAXPROCS=$PROCS)"
 	done
 
 	# nginx: the shared config, listening on loopback only, with this topology's upstream.

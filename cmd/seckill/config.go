@@ -38,6 +38,7 @@ type config struct {
 	redisSentinel app.RedisSentinel
 	orderMode     string // app.ModeSync or app.ModeAsync
 	stream        async.Config
+	pprofAddr     string // loopback address of the profiling listener; empty: none
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -67,6 +68,7 @@ var settings = []envFlag{
 	{"SECKILL_STREAM_CLAIM_IDLE", "stream-claim-idle", async.DefaultClaimIdle.String(), "async: idle time after which another instance's unacknowledged orders are claimed (XAUTOCLAIM)"},
 	{"SECKILL_STREAM_MAX_ATTEMPTS", "stream-max-attempts", strconv.Itoa(async.DefaultMaxAttempts), "async: refusals by the database before an order is dead-lettered and its reservation released"},
 	{"SECKILL_STREAM_DB_DOWN", "stream-db-down", async.DefaultDBDownBound.String(), "async: how long the writer may fail to reach the database before /readyz fails"},
+	{"SECKILL_PPROF_ADDR", "pprof-addr", "", "loopback host:port to serve Go's profiles on (/debug/pprof/, serve only); empty: none"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
@@ -95,6 +97,10 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		adminToken: *vals["SECKILL_ADMIN_TOKEN"],
 		lock:       *vals["SECKILL_LOCK"],
 		dataDir:    *vals["SECKILL_DATA_DIR"],
+		pprofAddr:  *vals["SECKILL_PPROF_ADDR"],
+	}
+	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
+		return config{}, err
 	}
 	var err error
 	if cfg.lockTTL, err = parseDuration("SECKILL_LOCK_TTL", *vals["SECKILL_LOCK_TTL"], time.Millisecond); err != nil {

@@ -9,11 +9,12 @@ import (
 // rendezvous is the demo's business step inside the critical section. A request of a user
 // waits there until a second request of the same user is inside too, or until bound has
 // passed, whichever comes first. Behind a broken guard two requests of a user are let in
-// together, so the first one holds the window open until the second has also passed the
-// existing-order check, and both go on to write: the duplicate reaches the unique key every
-// time instead of when the scheduler happens to allow it. Behind a working guard no second
-// request ever gets in, and the wait is simply bound, like the delay it stands for. bound is
-// shorter than the lock's lease, so no lock expires while its holder waits.
+// together, so the first one holds the window open until the second has also begun its
+// transaction (or its existing-order read, on SQLite), and both go on to write: the
+// duplicate reaches the unique key every time instead of when the scheduler happens to allow
+// it. Behind a working guard no second request ever gets in, and the wait is simply bound,
+// like the delay it stands for. bound is shorter than the lock's lease, so no lock expires
+// while its holder waits.
 //
 // One rendezvous serves every instance of the demo: they run in one process.
 type rendezvous struct {

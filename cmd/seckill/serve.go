@@ -78,6 +78,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	defer inst.Close()
 
+	if cfg.pprofAddr != "" {
+		if err := servePprof(ctx, log, cfg.pprofAddr); err != nil {
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.httpAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -42,7 +42,11 @@ const (
 )
 
 // OpenMySQL connects to MySQL or MariaDB with a go-sql-driver DSN. It forces parseTime and
-// UTC so that times round-trip unchanged whatever the DSN says about them, and sets the
+// UTC so that times round-trip unchanged whatever the DSN says about them, and
+// interpolateParams, so that a statement with arguments is one round trip instead of two
+// (without it the driver prepares each one anew, executes it and closes it); the driver then
+// escapes the arguments itself, which it refuses for the few multibyte character sets where
+// that is unsafe (the schema is utf8mb4). It also sets the
 // DSN's timeout, readTimeout and writeTimeout to DefaultDialTimeout, DefaultReadTimeout and
 // DefaultWriteTimeout where it leaves them unset: without them a frozen server holds a
 // call, and its connection, until the kernel gives up on the TCP connection.
@@ -53,6 +57,7 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
 	withDefaultTimeouts(cfg)
 	g, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg}), gormConfig())
 	if err != nil {
@@ -142,6 +147,13 @@ func (db *DB) Close() error {
 		return err
 	}
 	return sqlDB.Close()
+}
+
+// IsDeadlock reports whether err is MySQL's error 1213: InnoDB chose this transaction as the
+// victim of a deadlock and rolled it back.
+func IsDeadlock(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == 1213
 }
 
 // IsUniqueViolation reports whether err is a violation of the unique key named key: MySQL

@@ -29,12 +29,12 @@ type Config struct {
 	// MaxInflight bounds the orders the instance works on at once; an order beyond it is
 	// refused at once with ErrOverloaded. Zero means no bound.
 	MaxInflight int
-	// ProcessingDelay simulates business work inside the critical section, between the
-	// existing-order check and the writes. Zero in production; the demo and load test set a
+	// ProcessingDelay simulates business work inside the critical section, before the
+	// order's writes (SQLStore.Create). Zero in production; the demo and load test set a
 	// few milliseconds so that the unguarded race shows reliably.
 	ProcessingDelay time.Duration
 	// Process, if set, replaces ProcessingDelay as the business step inside the critical
-	// section: it runs between the existing-order check and the writes of userID's order and
+	// section: it runs before the writes of userID's order (SQLStore.Create) and
 	// must return when ctx, which carries the order's deadline, is done. The demo sets it to
 	// hold a broken guard's window open until a second request of the same user is inside.
 	Process func(ctx context.Context, userID int64) error

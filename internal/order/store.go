@@ -2,6 +2,8 @@ package order
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -12,7 +14,15 @@ import (
 	"github.com/seckill/seckill/migrations"
 )
 
-// orderRow maps the voucher_orders table.
+// The order's statements. Each is one round trip: OpenMySQL interpolates the arguments
+// client-side instead of preparing every statement.
+const (
+	insertOrder = "INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+	takeStock   = "UPDATE seckill_vouchers SET stock = stock - 1, updated_at = ? WHERE voucher_id = ? AND stock > 0"
+	countOrders = "SELECT COUNT(*) FROM voucher_orders WHERE user_id = ? AND voucher_id = ?"
+)
+
+// orderRow maps the voucher_orders table for the reads of an order.
 type orderRow struct {
 	ID        int64 `gorm:"primaryKey;autoIncrement:false"`
 	UserID    int64
@@ -26,68 +36,161 @@ func (orderRow) TableName() string { return "voucher_orders" }
 
 // SQLStore keeps orders in MySQL/MariaDB or the embedded SQLite database.
 type SQLStore struct {
-	db *gorm.DB
-	// checkBeforeTx moves the existing-order read in front of the write transaction. SQLite
-	// transactions here begin IMMEDIATE (one writer at a time), so a read inside one is
-	// already serialised with every other order and could never race; reading first gives
-	// the same non-locking snapshot read that MySQL's REPEATABLE READ makes inside its
-	// transaction, so an unguarded duplicate reaches the unique key on both databases.
+	db *database.DB
+	// begin starts the order's transaction. On MySQL its read view is taken at BEGIN (WITH
+	// CONSISTENT SNAPSHOT), so that a refused insert can tell an order committed before the
+	// transaction began from one committed while it ran (see existing). SQLite's begins
+	// IMMEDIATE: one writer at a time, taking the write lock up front.
+	begin string
+	// checkBeforeTx runs the existing-order read and the business step before the
+	// transaction. SQLite's writers are serialised, so inside the transaction every other
+	// order has committed or not begun, and a racing duplicate would look like an earlier
+	// order; read before it, the check races with a duplicate the way MySQL's snapshot does,
+	// and an unguarded duplicate reaches the unique key on both databases.
 	checkBeforeTx bool
 }
 
 // NewSQLStore returns the order store over db.
 func NewSQLStore(db *database.DB) *SQLStore {
-	return &SQLStore{db: db.DB, checkBeforeTx: db.Dialect == migrations.SQLite}
+	if db.Dialect == migrations.SQLite {
+		return &SQLStore{db: db, begin: "BEGIN IMMEDIATE", checkBeforeTx: true}
+	}
+	return &SQLStore{db: db, begin: "START TRANSACTION WITH CONSISTENT SNAPSHOT"}
 }
 
-// Create places o in one transaction: refuse if the user already has an order of the voucher
-// (ErrAlreadyOrdered), take one from stock only while stock > 0 (ErrSoldOut), insert the
-// order. A unique-key refusal returns ErrDuplicate. process runs between the existing-order
-// check and the writes: the business step of the critical section (may be nil).
+// Create places o in one transaction and returns nil once it committed. process, the business
+// step of the critical section (may be nil), runs first; then the transaction inserts the
+// order, whose unique key uk_user_voucher is the existing-order check, and last takes one from
+// stock while stock > 0, so the voucher's row, which every order of the voucher updates, stays
+// locked only from that update to the commit.
+//
+// It returns ErrAlreadyOrdered when the user's order of the voucher had committed before the
+// transaction began, ErrDuplicate when the unique key refused an order that another
+// transaction committed while this one ran, or the insert deadlocked with another of the
+// same user's (either way a duplicate that only the database stopped), and ErrSoldOut when
+// no stock is left; then nothing was written. Any other error wraps the
+// database's or process's error, or ctx's; after a failed COMMIT the order may have committed.
 func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Context) error) error {
-	db := s.db.WithContext(ctx)
-	check := func(tx *gorm.DB) error {
-		var n int64
-		if err := tx.Model(&orderRow{}).Where("user_id = ? AND voucher_id = ?", o.UserID, o.VoucherID).Count(&n).Error; err != nil {
-			return fmt.Errorf("check existing order: %w", err)
-		}
-		if n > 0 {
-			return ErrAlreadyOrdered
-		}
-		if process != nil {
-			return process(ctx)
-		}
-		return nil
+	if process == nil {
+		process = func(context.Context) error { return nil }
+	}
+	sqlDB, err := s.db.DB.DB()
+	if err != nil {
+		return fmt.Errorf("create order: %w", err)
 	}
 	if s.checkBeforeTx {
-		if err := check(db); err != nil {
+		if err := ordered(ctx, sqlDB, o); err != nil {
+			return err
+		}
+		if err := process(ctx); err != nil {
+			return err
+		}
+		process = nil
+	}
+	conn, err := sqlDB.Conn(ctx) // waits for a pooled connection no longer than ctx allows
+	if err != nil {
+		return fmt.Errorf("create order: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, s.begin); err != nil {
+		discard(conn)
+		return fmt.Errorf("create order: begin: %w", err)
+	}
+	if err := s.place(ctx, conn, o, process); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		discard(conn)
+		return fmt.Errorf("create order: commit: %w", err)
+	}
+	return nil
+}
+
+// place is the work of the order's transaction, step by step.
+func (s *SQLStore) place(ctx context.Context, conn *sql.Conn, o Order, process func(context.Context) error) error {
+	if process != nil {
+		if err := process(ctx); err != nil {
 			return err
 		}
 	}
-	err := db.Transaction(func(tx *gorm.DB) error {
-		if !s.checkBeforeTx {
-			if err := check(tx); err != nil {
-				return err
-			}
+	_, err := conn.ExecContext(ctx, insertOrder, o.ID, o.UserID, o.VoucherID, o.Status, o.CreatedAt, o.CreatedAt)
+	switch {
+	case database.IsUniqueViolation(err, "uk_user_voucher", "voucher_orders.user_id", "voucher_orders.voucher_id"):
+		return s.existing(ctx, conn, o)
+	case database.IsDeadlock(err):
+		// Only inserts of the same key wait on each other here: two or more transactions of
+		// this user were inserting at once, and when the first rolled back (sold out) the
+		// waiters deadlocked on its key. A duplicate that only the database stopped.
+		return ErrDuplicate
+	case err != nil:
+		return fmt.Errorf("insert order: %w", err)
+	}
+	res, err := conn.ExecContext(ctx, takeStock, time.Now().UTC(), o.VoucherID)
+	if err != nil {
+		return fmt.Errorf("take stock: %w", err)
+	}
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return fmt.Errorf("take stock: %w", err)
+	case n == 0:
+		return ErrSoldOut
+	}
+	return nil
+}
+
+// existing says why the unique key refused o: ErrAlreadyOrdered when the user's order was in
+// the transaction's snapshot, that is committed before it began, and ErrDuplicate when it
+// committed while the transaction ran: two orders of the user were in progress at once, which
+// the per-user lock exists to prevent. On SQLite, whose check ran before the transaction,
+// every refusal is ErrDuplicate.
+func (s *SQLStore) existing(ctx context.Context, conn *sql.Conn, o Order) error {
+	if s.checkBeforeTx {
+		return ErrDuplicate
+	}
+	if err := ordered(ctx, conn, o); !errors.Is(err, ErrAlreadyOrdered) {
+		if err != nil {
+			return err
 		}
-		res := tx.Exec("UPDATE seckill_vouchers SET stock = stock - 1, updated_at = ? WHERE voucher_id = ? AND stock > 0",
-			time.Now().UTC(), o.VoucherID)
-		if res.Error != nil {
-			return fmt.Errorf("take stock: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return ErrSoldOut
-		}
-		row := orderRow{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, Status: o.Status, CreatedAt: o.CreatedAt, UpdatedAt: o.CreatedAt}
-		if err := tx.Create(&row).Error; err != nil {
-			if database.IsUniqueViolation(err, "uk_user_voucher", "voucher_orders.user_id", "voucher_orders.voucher_id") {
-				return ErrDuplicate
-			}
-			return fmt.Errorf("insert order: %w", err)
-		}
-		return nil
-	})
-	return err
+		return ErrDuplicate
+	}
+	return ErrAlreadyOrdered
+}
+
+// querier is what ordered reads with: a pool or a connection.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ordered returns ErrAlreadyOrdered if q sees an order of o's user and voucher.
+func ordered(ctx context.Context, q querier, o Order) error {
+	var n int64
+	if err := q.QueryRowContext(ctx, countOrders, o.UserID, o.VoucherID).Scan(&n); err != nil {
+		return fmt.Errorf("check existing order: %w", err)
+	}
+	if n > 0 {
+		return ErrAlreadyOrdered
+	}
+	return nil
+}
+
+// rollback ends the transaction on conn without its writes. When ctx is done, or ROLLBACK
+// fails, the connection is closed instead, which rolls back on the server: it must never go
+// back to the pool with a transaction open.
+func rollback(ctx context.Context, conn *sql.Conn) {
+	if ctx.Err() != nil {
+		discard(conn)
+		return
+	}
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		discard(conn)
+	}
+}
+
+// discard makes database/sql close conn when it is released instead of pooling it.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 }
 
 // Get returns the order id, or ErrNotFound.
@@ -103,7 +206,7 @@ func (s *SQLStore) GetByUser(ctx context.Context, userID, voucherID int64) (Orde
 // take reads the one order that where selects, by the primary or the unique key.
 func (s *SQLStore) take(ctx context.Context, op, where string, args ...any) (Order, error) {
 	var row orderRow
-	err := s.db.WithContext(ctx).Where(where, args...).Take(&row).Error
+	err := s.db.DB.WithContext(ctx).Where(where, args...).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return Order{}, ErrNotFound
 	}

@@ -87,8 +87,9 @@ func TestSQLStoreReads(t *testing.T) {
 }
 
 // TestSQLStoreDuplicateRollsBack drives the race the lock exists to prevent, step by step:
-// A checks (no order yet), B places the same user's order completely, A writes. The unique
-// key refuses A's insert, and A's transaction rolls back its stock decrement.
+// A begins (no order yet), B places the same user's order completely, A writes. The unique
+// key refuses A's insert, A takes no stock, and A learns that the order it collided with
+// committed while it ran (ErrDuplicate), not before (ErrAlreadyOrdered).
 func TestSQLStoreDuplicateRollsBack(t *testing.T) {
 	for name, db := range databases(t) {
 		t.Run(name, func(t *testing.T) {
@@ -151,6 +152,36 @@ func TestSQLStoreNeverOversells(t *testing.T) {
 			assert.Equal(t, stock, created)
 			assert.Equal(t, 0, left)
 			assert.Equal(t, int64(stock), orders)
+		})
+	}
+}
+
+// TestSQLStoreRefusalLeavesNoOpenTransaction: on a pool of one connection, an order refused
+// after its insert (sold out) and one whose context ends inside the transaction leave the
+// connection without an open transaction. MySQL's next BEGIN would otherwise commit the
+// refused order implicitly, and a connection kept by a dead order would starve the pool.
+func TestSQLStoreRefusalLeavesNoOpenTransaction(t *testing.T) {
+	for name, db := range testenv.Databases(t, database.Pool{MaxOpen: 1}) {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			s := order.NewSQLStore(db)
+			empty, next := newVoucher(t, db, 0), newVoucher(t, db, 5)
+			require.ErrorIs(t, s.Create(ctx, newOrder(1, 10, empty), nil), order.ErrSoldOut)
+
+			cctx, ccancel := context.WithCancel(ctx)
+			err := s.Create(cctx, newOrder(2, 11, next), func(context.Context) error {
+				ccancel() // the client went away inside the critical section
+				return cctx.Err()
+			})
+			require.ErrorIs(t, err, context.Canceled)
+
+			require.NoError(t, s.Create(ctx, newOrder(3, 12, next), nil), "the pool's one connection is usable")
+			_, orders := stockOf(t, db, empty)
+			assert.Zero(t, orders, "the sold-out order stayed rolled back")
+			stock, orders := stockOf(t, db, next)
+			assert.Equal(t, 4, stock)
+			assert.Equal(t, int64(1), orders)
 		})
 	}
 }
