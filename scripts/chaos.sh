@@ -6,7 +6,11 @@
 # may kill and freeze them, toxiproxy between the instances and that Redis, and two instances
 # behind nginx with scripts/cluster.sh. `bin/harness load` is the client (open or closed loop,
 # retrying as docs/chaos.md tells a client to), `bin/harness chaos-check` measures and judges.
-# Everything it started is stopped at the end, also on failure or Ctrl-C.
+# Everything it started is stopped at the end, also on failure or Ctrl-C. Each fault's events
+# are written down after the fault was done (kill, SIGSTOP) and before it was undone (restart,
+# SIGCONT), so "during the fault" never includes a moment the store was still there; a store
+# counts as back (store_up) when it first answers a poll every 50 ms (redis-cli PING through
+# toxiproxy, a SELECT 1 with the mariadb client).
 #
 # Experiments (CHAOS_EXPERIMENTS, space-separated, in this order by default):
 #   overload        closed-loop capacity, then 3× that rate open loop
@@ -228,8 +232,8 @@ exp_kill_instance() {
 	log "kill-instance: 40 users/s, 4 concurrent orders each, for ${dur}s; kill -9 instance 1 at 5 s, start it again at 8 s"
 	load kill-instance -mode open -rate 40 -burst 4 -duration "${dur}s"
 	sleep 5
-	event fault_start
 	signal seckill-1 KILL bin/seckill || die "instance 1 is not running"
+	event fault_start
 	sleep 3
 	event fault_end
 	scripts/cluster.sh start-instance 1
@@ -242,8 +246,8 @@ exp_redis_kill() {
 	log "redis-kill: 50 users/s retrying, for $((OUTAGE + 14))s; Redis killed at 5 s for ${OUTAGE}s, restarted empty"
 	load redis-kill -mode open -rate 50 -duration "$((OUTAGE + 14))s"
 	sleep 5
-	event fault_start
 	signal redis KILL redis-server
+	event fault_start
 	sleep "$OUTAGE"
 	event fault_end
 	start_redis
@@ -257,8 +261,8 @@ exp_mariadb_kill() {
 	log "mariadb-kill: 50 users/s retrying, for $((OUTAGE + 16))s; MariaDB killed at 5 s for ${OUTAGE}s, restarted"
 	load mariadb-kill -mode open -rate 50 -duration "$((OUTAGE + 16))s"
 	sleep 5
-	event fault_start
 	signal mariadb KILL mariadbd
+	event fault_start
 	sleep "$OUTAGE"
 	event fault_end
 	start_mariadb
@@ -272,11 +276,11 @@ exp_mariadb_freeze() {
 	log "mariadb-freeze: 50 users/s retrying, for $((OUTAGE + 14))s; MariaDB frozen (SIGSTOP) at 5 s for ${OUTAGE}s"
 	load mariadb-freeze -mode open -rate 50 -duration "$((OUTAGE + 14))s"
 	sleep 5
-	event fault_start
 	signal mariadb STOP mariadbd
+	event fault_start
 	sleep "$OUTAGE"
-	signal mariadb CONT mariadbd
 	event fault_end
+	signal mariadb CONT mariadbd
 	event store_up
 	wait_load mariadb-freeze
 	check mariadb-freeze
@@ -287,14 +291,14 @@ exp_redis_latency() {
 	toxi POST /proxies/redis/toxics '{"name":"replies","type":"latency","stream":"downstream","attributes":{"latency":50,"jitter":0}}'
 	load redis-latency -mode open -rate 30 -duration 30s
 	sleep 5
-	event spike1_start
 	set_latency 3000
+	event spike1_start
 	sleep 4
 	set_latency 50
 	event spike1_end
 	sleep 4
-	event spike2_start
 	set_latency 7000
+	event spike2_start
 	sleep 8
 	set_latency 50
 	event spike2_end
