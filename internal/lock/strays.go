@@ -2,12 +2,15 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // strayRetry is how often the stray locks are tried again.
-const strayRetry = 100 * time.Millisecond
+const strayRetry = 50 * time.Millisecond
 
 // strays are the locks a SET NX may have taken although its reply was lost, and whose
 // immediate compare-and-delete failed too (Redis was slow or unreachable for longer than
@@ -90,7 +93,8 @@ func (s *strays) retry(batch []stray) {
 			defer func() { <-sem; wg.Done() }()
 			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			defer cancel()
-			if unlockScript.Run(ctx, s.client, []string{st.key}, st.value).Err() != nil {
+			// A closed client (the service is shutting down) can never clean up: forget it.
+			if err := unlockScript.Run(ctx, s.client, []string{st.key}, st.value).Err(); err != nil && !errors.Is(err, redis.ErrClosed) {
 				return // Redis is still away: the next round tries again
 			}
 			s.mu.Lock()
