@@ -100,6 +100,27 @@ LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 1s -rounds 5
 lockbench:
 	cd loadtest/lockbench && $(GO) run . $(LOCKBENCH_FLAGS)
 
+## ---- chaos (docs/chaos.md) ----
+TOXIPROXY_VERSION ?= v2.5.0
+TOXIPROXY         ?= $(CURDIR)/.tools/bin/toxiproxy-server
+
+.PHONY: chaos chaos-ci toxiproxy
+
+## toxiproxy: install the pinned toxiproxy server into .tools/bin when absent (its command is cmd/server)
+toxiproxy: $(TOXIPROXY)
+$(TOXIPROXY):
+	GOBIN=$(CURDIR)/.tools/toxiproxy-$(TOXIPROXY_VERSION) $(GO) install github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION)
+	mkdir -p $(dir $(TOXIPROXY)) && mv $(CURDIR)/.tools/toxiproxy-$(TOXIPROXY_VERSION)/server $(TOXIPROXY)
+
+## chaos: faults under load (own MariaDB and Redis, toxiproxy, two instances behind nginx), each with
+## its thresholds and the SQL verdict; exits 1 on any FAIL (about 6 min)
+chaos: $(TOXIPROXY)
+	TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
+
+## chaos-ci: the short version (shorter load and outages, no MariaDB kill), about 3 min
+chaos-ci: $(TOXIPROXY)
+	CHAOS_SHORT=1 TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
+
 ## ---- extra lock servers (scripts/services.sh): RedLock's five Redis nodes, ZooKeeper ----
 .PHONY: services-up services-down services-status
 

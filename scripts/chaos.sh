@@ -134,6 +134,7 @@ signal() { # signal NAME SIG PATTERN
 stores_up() {
 	ensure_pkg redis-server redis-server
 	ensure_pkg mariadbd mariadb-server
+	ensure_pkg mariadb mariadb-client
 	ensure_pkg curl curl
 	[[ -x $TOXIPROXY ]] || die "no toxiproxy at $TOXIPROXY (make chaos installs it)"
 	for p in "$MYSQL_PORT" "$REDIS_PORT" "$PROXY_PORT" "$TOXI_PORT"; do
