@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,6 +43,10 @@ func NewSimpleRedisLock(client RedisClient, process, name string) *SimpleRedisLo
 // Key returns the lock's Redis key.
 func (l *SimpleRedisLock) Key() string { return l.key }
 
+// ErrStrayPending is returned by TryLock while a lock this owner may hold from a lost reply
+// (or an unanswered Unlock) still waits for its cleanup to be answered by Redis.
+var ErrStrayPending = errors.New("lock: cleanup of a lost reply still pending")
+
 // cleanupTimeout bounds the compare-and-delete that follows a SET NX without an answer.
 const cleanupTimeout = 500 * time.Millisecond
 
@@ -55,15 +60,16 @@ const cleanupTimeout = 500 * time.Millisecond
 // user's lock for a whole ttl. That cleanup is best effort: if Redis runs the SET only after
 // it (a server frozen with both queued), the lock lives out its ttl. A lock made by
 // SimpleRedisLocks.New also retries a cleanup that failed, in the background until it is
-// answered or ttl has passed, and until then its TryLock reports false, nil to the same owner
-// (the retried cleanup would delete the owner's new lock, whose value is the same).
+// answered or ttl has passed, and until then its TryLock returns ErrStrayPending to the same
+// owner (the retried cleanup would delete the owner's new lock, whose value is the same): Redis
+// has not answered it yet, so the caller treats it as Redis being unavailable.
 func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
 	if ttl < time.Millisecond {
 		return false, ErrInvalidTTL
 	}
 	value := owner(l.process)
 	if l.strays != nil && l.strays.holds(l.key, value) {
-		return false, nil
+		return false, fmt.Errorf("lock %s: %w", l.key, ErrStrayPending)
 	}
 	sent := time.Now()
 	ok, err := l.client.SetNX(ctx, l.key, value, ttl).Result()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -74,7 +75,10 @@ func (s *strays) run() {
 			return
 		}
 		s.mu.Unlock()
-		s.retry(batch)
+		// One first: while Redis is away, a round costs one attempt, not one per stray.
+		if s.retry(batch[:1]) {
+			s.retry(batch[1:])
+		}
 	}
 }
 
@@ -82,8 +86,10 @@ func (s *strays) run() {
 // takes about one round trip per strayConcurrency strays, not one per stray.
 const strayConcurrency = 32
 
-// retry sends one compare-and-delete per stray, forgetting those that were answered.
-func (s *strays) retry(batch []stray) {
+// retry sends one compare-and-delete per stray, forgetting those that were answered, and
+// reports whether all were.
+func (s *strays) retry(batch []stray) bool {
+	var failed atomic.Bool
 	sem := make(chan struct{}, strayConcurrency)
 	var wg sync.WaitGroup
 	for _, st := range batch {
@@ -95,6 +101,7 @@ func (s *strays) retry(batch []stray) {
 			defer cancel()
 			// A closed client (the service is shutting down) can never clean up: forget it.
 			if err := unlockScript.Run(ctx, s.client, []string{st.key}, st.value).Err(); err != nil && !errors.Is(err, redis.ErrClosed) {
+				failed.Store(true)
 				return // Redis is still away: the next round tries again
 			}
 			s.mu.Lock()
@@ -103,4 +110,5 @@ func (s *strays) retry(batch []stray) {
 		}()
 	}
 	wg.Wait()
+	return !failed.Load()
 }
