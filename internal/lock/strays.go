@@ -82,9 +82,10 @@ func (s *strays) run() {
 	}
 }
 
-// strayConcurrency bounds the compare-and-deletes of one round in flight at once: a round
-// takes about one round trip per strayConcurrency strays, not one per stray.
-const strayConcurrency = 32
+// strayConcurrency bounds the compare-and-deletes of one round in flight at once: enough that
+// a round takes a fraction of a round trip per stray, few enough that the thousands a long
+// outage leaves behind do not take the pool's connections from the orders when Redis is back.
+const strayConcurrency = 4
 
 // retry sends one compare-and-delete per stray, forgetting those that were answered, and
 // reports whether all were.
