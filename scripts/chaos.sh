@@ -318,6 +318,9 @@ exp_sentinel() {
 # ---- main ----
 
 mkdir -p "$RUN"
+# One run per run directory: a second one would stop the first one's servers by their pids.
+exec 9>"$RUN/.lock"
+flock -n 9 || die "another make chaos uses $RUN; set CHAOS_RUN_DIR (and the ports) to run a second one"
 for e in $EXPERIMENTS; do
 	declare -F "exp_${e//-/_}" >/dev/null || die "unknown experiment $e (see the header of $0)"
 done
