@@ -94,11 +94,17 @@ cluster-status:
 compose-config:
 	docker-compose config -q
 
-## lockbench: our Redis locks against bsm/redislock and redsync on the real Redis (~2 min)
-LOCKBENCH_FLAGS ?= -addr 127.0.0.1:6379 -duration 1s -rounds 5
-.PHONY: lockbench
-lockbench:
-	cd loadtest/lockbench && $(GO) run . $(LOCKBENCH_FLAGS)
+## lockbench: every lock (Redis, RedLock, MySQL, GET_LOCK, ZooKeeper, etcd) against its Go peers (~4 min)
+## Needs MariaDB on :3306 and the servers of services-up; starts its own etcd (Debian's
+## etcd-server, when installed) and five redis-server processes for the node-loss test.
+LOCKBENCH_MYSQL ?= root:@tcp(127.0.0.1:3306)/
+LOCKBENCH_FLAGS ?= -duration 700ms -rounds 5
+.PHONY: lockbench lockbench-redis
+lockbench: services-up
+	cd loadtest/lockbench && $(GO) run . -mysql '$(LOCKBENCH_MYSQL)' $(LOCKBENCH_FLAGS)
+## lockbench-redis: the single-Redis locks only, as before (~1.5 min)
+lockbench-redis:
+	cd loadtest/lockbench && $(GO) run . -only Redis,bsm,redsync -kill=false -nodeloss-port 0 -duration 1s -rounds 5
 
 ## ---- chaos (docs/chaos.md) ----
 TOXIPROXY_VERSION ?= v2.5.0
@@ -131,3 +137,15 @@ services-down:
 	scripts/services.sh down
 services-status:
 	scripts/services.sh status
+
+## ---- Redis with Sentinel (scripts/services.sh sentinel; docs/ha.md) ----
+.PHONY: sentinel-up sentinel-down sentinel-failover
+
+## sentinel-up: a primary on 127.0.0.1:7101, its replica on :7102, three sentinels on :27101-27103
+sentinel-up:
+	scripts/services.sh up sentinel
+sentinel-down:
+	scripts/services.sh down sentinel
+## sentinel-failover: SIGKILL the primary, wait for the switch, restart it as the replica; prints the times
+sentinel-failover:
+	scripts/services.sh failover

@@ -10,13 +10,29 @@
 #                                         on its port, started elsewhere, is used as it is
 #   scripts/services.sh down [NAME...]    stop what `up` started (all by default), by its pidfile
 #   scripts/services.sh status [NAME...]  one line per server; exit 1 if any is not answering
+#   scripts/services.sh failover          the Sentinel group's experiment: SIGKILL its current
+#                                         primary, wait for the sentinels to switch to the replica,
+#                                         restart the killed server (it rejoins as the replica)
 #
-# NAME is redis-7001 ... redis-7005 or zookeeper. Debian's redis-server and zookeeper
-# packages (ZooKeeper 3.8 and the JRE it pulls) are installed when absent.
+# NAME is redis-7001 ... redis-7005 or zookeeper (what `up` with no NAME starts), or the group
+# `sentinel` (only when named): Redis with Sentinel for SECKILL_REDIS_SENTINEL — a primary
+# (redis-7101), its replica (redis-7102) and three sentinels (sentinel-27101 ... -27103,
+# quorum 2) watching it as master "seckill"; its members can be named one by one too. The
+# sentinels fail over fast, for tests: the primary is down after 1 s without an answer
+# (down-after-milliseconds 1000), a stalled failover is given up after 3 s (failover-timeout).
+# A member (re)started while the sentinels know a primary joins it as its replica.
+# Debian's redis-server and zookeeper packages (ZooKeeper 3.8 and the JRE it pulls) are
+# installed when absent. The sentinels are redis-server in sentinel mode, the binary Debian's
+# redis-sentinel package links to: that package would also start a system sentinel watching
+# 127.0.0.1:6379.
 #
 # Settings (environment):
 #   SERVICES_RUN_DIR   state: one directory per server   (default <repo>/run/services)
-#   SERVICES_WAIT      seconds `up` waits for each server (default 60; the JVM is slow to start)
+#   SERVICES_WAIT      seconds `up` waits for each server (default 60; the JVM is slow to start),
+#                      and `failover` for the switch
+#   SERVICES_SENTINEL_PORTS  the Sentinel group's ports: primary, replica, three sentinels
+#                      (default "7101 7102 27101 27102 27103"), so that tests and load tests can
+#                      run their own group beside the default one
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +44,11 @@ ZK_JAR=/usr/share/java/zookeeper.jar
 ALL=()
 for p in "${REDIS_PORTS[@]}"; do ALL+=("redis-$p"); done
 ALL+=(zookeeper)
+read -r -a SENTINEL_PORTS <<<"${SERVICES_SENTINEL_PORTS:-7101 7102 27101 27102 27103}"
+((${#SENTINEL_PORTS[@]} == 5)) || { echo "services: SERVICES_SENTINEL_PORTS needs five ports" >&2; exit 2; }
+SENTINEL_MASTER=seckill
+SENTINEL=(redis-"${SENTINEL_PORTS[0]}" redis-"${SENTINEL_PORTS[1]}")
+for p in "${SENTINEL_PORTS[@]:2}"; do SENTINEL+=("sentinel-$p"); done
 
 log() { printf 'services: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -52,7 +73,7 @@ alive() {
 	[[ -s $pidfile ]] || return 1
 	pid=$(<"$pidfile")
 	case $1 in
-	redis-*) pattern="redis-server 127.0.0.1:${1#redis-}" ;;
+	redis-* | sentinel-*) pattern="redis-server 127.0.0.1:${1#*-}" ;;
 	zookeeper) pattern=QuorumPeerMain ;;
 	esac
 	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$pattern"
@@ -61,9 +82,33 @@ alive() {
 # answers NAME: the server replies to its health probe.
 answers() {
 	case $1 in
-	redis-*) [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "${1#redis-}" ping 2>/dev/null) == PONG ]] ;;
+	redis-* | sentinel-*) [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "${1#*-}" ping 2>/dev/null) == PONG ]] ;;
 	zookeeper) [[ $(zk_command ruok) == imok ]] ;;
 	esac
+}
+
+in_sentinel_group() { [[ " ${SENTINEL[*]} " == *" $1 "* ]]; }
+
+# sentinel_master: host:port of the primary as the first answering sentinel of the group
+# knows it; nothing when none answers.
+sentinel_master() {
+	local p out
+	for p in "${SENTINEL_PORTS[@]:2}"; do
+		out=$(timeout 2 redis-cli -h 127.0.0.1 -p "$p" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | paste -sd:) || continue
+		[[ $out == *:* ]] && { echo "$out"; return 0; }
+	done
+	return 0
+}
+
+# sentinel_ready: the group can fail over — the primary has a replica in sync, and every
+# sentinel knows the primary, the replica and the two other sentinels.
+sentinel_ready() {
+	local p info
+	for p in "${SENTINEL_PORTS[@]:2}"; do
+		info=$(timeout 2 redis-cli -h 127.0.0.1 -p "$p" sentinel master "$SENTINEL_MASTER" 2>/dev/null | paste -sd' ') || return 1
+		[[ " $info " == *" flags master "* && " $info " == *" num-slaves 1 "* && " $info " == *" num-other-sentinels 2 "* ]] || return 1
+		[[ $(timeout 2 redis-cli -h 127.0.0.1 -p "$p" sentinel replicas "$SENTINEL_MASTER" 2>/dev/null | paste -sd' ') == *"master-link-status ok"* ]] || return 1
+	done
 }
 
 # zk_command WORD: a ZooKeeper four-letter command over bash's /dev/tcp (no nc needed); the
@@ -78,10 +123,43 @@ start_redis() {
 	local name=$1 port=${1#redis-} dir=$RUN_DIR/$1
 	mkdir -p "$dir"
 	port_taken "$port" && die "$name: port $port is taken by a process this script did not start (ss -ltnp)"
+	# The Sentinel group's servers: a replica of the primary the sentinels know, or on a
+	# fresh start the second one of the first; the first syncs its replica at once (no 5 s delay).
+	local role=() master
+	if in_sentinel_group "$name"; then
+		master=$(sentinel_master)
+		[[ -z $master && $port == "${SENTINEL_PORTS[1]}" ]] && master=127.0.0.1:${SENTINEL_PORTS[0]}
+		[[ -n $master && $master != "127.0.0.1:$port" ]] && role=(--replicaof "${master%:*}" "${master##*:}")
+		role+=(--repl-diskless-sync-delay 0)
+	fi
 	# --daemonize: redis forks, detaches and writes the pidfile itself. No RDB, no AOF: a
 	# node that restarts comes back empty, the case RedLock's delayed-restart advice is about.
 	redis-server --bind 127.0.0.1 --port "$port" --daemonize yes --pidfile "$dir/pid" \
-		--dir "$dir" --logfile "$dir/redis.log" --save '' --appendonly no
+		--dir "$dir" --logfile "$dir/redis.log" --save '' --appendonly no ${role[@]+"${role[@]}"}
+}
+
+# start_sentinel NAME: redis-server in sentinel mode. Its configuration is written once and
+# then rewritten by the sentinel itself (the current primary, the other sentinels), so that a
+# sentinel restarted after a failover watches the new primary; `down` of the whole group
+# removes it.
+start_sentinel() {
+	local name=$1 port=${1#sentinel-} dir=$RUN_DIR/$1
+	mkdir -p "$dir"
+	port_taken "$port" && die "$name: port $port is taken by a process this script did not start (ss -ltnp)"
+	[[ -s $dir/sentinel.conf ]] || cat >"$dir/sentinel.conf" <<-EOF
+		# written by scripts/services.sh: a sentinel of the development/test Sentinel group
+		bind 127.0.0.1
+		port $port
+		daemonize yes
+		pidfile $dir/pid
+		dir $dir
+		logfile $dir/redis.log
+		sentinel monitor $SENTINEL_MASTER 127.0.0.1 ${SENTINEL_PORTS[0]} 2
+		sentinel down-after-milliseconds $SENTINEL_MASTER 1000
+		sentinel failover-timeout $SENTINEL_MASTER 3000
+		sentinel parallel-syncs $SENTINEL_MASTER 1
+	EOF
+	redis-server "$dir/sentinel.conf" --sentinel
 }
 
 start_zookeeper() {
@@ -121,7 +199,7 @@ start_zookeeper() {
 cmd_up() {
 	local name i redis=0 zk=0
 	for name in "$@"; do
-		case $name in redis-*) redis=1 ;; zookeeper) zk=1 ;; esac
+		case $name in redis-* | sentinel-*) redis=1 ;; zookeeper) zk=1 ;; esac
 	done
 	((redis)) && ensure_pkg redis-server redis-server
 	((redis)) && ensure_pkg redis-cli redis-tools
@@ -142,6 +220,7 @@ cmd_up() {
 		start+=("$name")
 		case $name in
 		redis-*) start_redis "$name" ;;
+		sentinel-*) start_sentinel "$name" ;;
 		zookeeper) start_zookeeper ;;
 		esac
 	done
@@ -158,6 +237,22 @@ cmd_up() {
 		answers "$name" || die "$name did not answer within ${WAIT}s (logs in $RUN_DIR/$name)"
 		log "$name ready (pid $(<"$RUN_DIR/$name/pid"))"
 	done
+	for name in "$@"; do
+		[[ $name == sentinel-* ]] || continue
+		for ((i = 0; i < WAIT * 10; i++)); do
+			sentinel_ready && break
+			sleep 0.1
+		done
+		sentinel_ready || die "Sentinel group not ready within ${WAIT}s: a replica in sync and three sentinels that know each other (logs in $RUN_DIR/sentinel-*)"
+		log "Sentinel group ready: master \"$SENTINEL_MASTER\" at $(sentinel_master); SECKILL_REDIS_SENTINEL=$SENTINEL_MASTER@$(sentinel_addrs)"
+		break
+	done
+}
+
+sentinel_addrs() {
+	local p out=()
+	for p in "${SENTINEL_PORTS[@]:2}"; do out+=("127.0.0.1:$p"); done
+	(IFS=,; echo "${out[*]}")
 }
 
 # stop NAME: SIGTERM, SIGKILL after 10 s. A stopped (SIGSTOPped) server is continued first so
@@ -186,14 +281,50 @@ cmd_stop() {
 cmd_down() {
 	local name
 	for name in "$@"; do cmd_stop "$name"; done
+	# The whole Sentinel group down: the next `up` starts afresh, the first server primary.
+	for name in "${SENTINEL[@]}"; do
+		alive "$name" && return 0
+	done
+	for name in "${SENTINEL[@]:2}"; do rm -f "$RUN_DIR/$name/sentinel.conf"; done
+}
+
+# cmd_failover: SIGKILL the Sentinel group's primary (one this script started), wait for the
+# sentinels to name another (their +switch-master), then restart the killed server, which
+# joins the new primary as its replica, and wait until the group could fail over again. Prints
+# one line with the times; exit 1 if no switch within SERVICES_WAIT seconds.
+cmd_failover() {
+	local old new name pid start switched i
+	sentinel_ready || die "the Sentinel group is not ready: scripts/services.sh up sentinel (status: scripts/services.sh status sentinel)"
+	old=$(sentinel_master)
+	name=redis-${old##*:}
+	in_sentinel_group "$name" && alive "$name" || die "primary $old is not a server of this group that this script started"
+	pid=$(<"$RUN_DIR/$name/pid")
+	start=$(date +%s%N)
+	kill -KILL "$pid"
+	for ((i = 0; i < WAIT * 20; i++)); do
+		new=$(sentinel_master)
+		[[ -n $new && $new != "$old" ]] && break
+		sleep 0.05
+	done
+	[[ -n $new && $new != "$old" ]] || die "no switch from $old within ${WAIT}s (logs in $RUN_DIR/sentinel-*)"
+	switched=$(date +%s%N)
+	rm -f "$RUN_DIR/$name/pid"
+	cmd_up "$name" 2>/dev/null
+	for ((i = 0; i < WAIT * 10; i++)); do
+		sentinel_ready && break
+		sleep 0.1
+	done
+	sentinel_ready || die "$name did not rejoin as the replica of $new within ${WAIT}s"
+	printf 'failover: primary %s killed (SIGKILL); sentinels switched to %s after %d ms; %s back as its replica after %d ms\n' \
+		"$old" "$new" $(((switched - start) / 1000000)) "$old" $((($(date +%s%N) - start) / 1000000))
 }
 
 cmd_status() {
 	local name state rc=0 addr version
-	printf '%-10s %-8s %-16s %s\n' NAME PID ADDRESS STATE
+	printf '%-14s %-8s %-16s %s\n' NAME PID ADDRESS STATE
 	for name in "$@"; do
 		case $name in
-		redis-*) addr=127.0.0.1:${name#redis-} ;;
+		redis-* | sentinel-*) addr=127.0.0.1:${name#*-} ;;
 		zookeeper) addr=127.0.0.1:$ZK_PORT ;;
 		esac
 		if ! alive "$name" && answers "$name"; then
@@ -206,29 +337,37 @@ cmd_status() {
 			if [[ $name == zookeeper ]]; then
 				version=$(zk_command srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/ZooKeeper \1/p')
 				state="ready${version:+ ($version)}"
+			elif in_sentinel_group "$name" && [[ $name == redis-* ]]; then
+				state="ready ($(timeout 2 redis-cli -h 127.0.0.1 -p "${name#redis-}" role 2>/dev/null | head -1 | sed 's/^slave$/replica/; s/^master$/primary/'))"
+			elif [[ $name == sentinel-* ]]; then
+				state="ready (sentinel: $SENTINEL_MASTER at $(timeout 2 redis-cli -h 127.0.0.1 -p "${name#sentinel-}" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | paste -sd:))"
 			fi
 		else
 			state="NOT ANSWERING"
 			rc=1
 		fi
-		printf '%-10s %-8s %-16s %s\n' "$name" "$(cat "$RUN_DIR/$name/pid" 2>/dev/null || echo -)" "$addr" "$state"
+		printf '%-14s %-8s %-16s %s\n' "$name" "$(cat "$RUN_DIR/$name/pid" 2>/dev/null || echo -)" "$addr" "$state"
 	done
 	return $rc
 }
 
 cmd=${1:-}
 shift || true
-names=("$@")
+names=()
+for n in "$@"; do
+	if [[ $n == sentinel ]]; then names+=("${SENTINEL[@]}"); else names+=("$n"); fi
+done
 ((${#names[@]})) || names=("${ALL[@]}")
 for n in "${names[@]}"; do
-	[[ " ${ALL[*]} " == *" $n "* ]] || die "unknown server $n (one of: ${ALL[*]})"
+	[[ " ${ALL[*]} ${SENTINEL[*]} " == *" $n "* ]] || die "unknown server $n (one of: ${ALL[*]}; sentinel: ${SENTINEL[*]})"
 done
 case $cmd in
 up) cmd_up "${names[@]}" ;;
 down) cmd_down "${names[@]}" ;;
 status) cmd_status "${names[@]}" ;;
+failover) cmd_failover ;;
 *)
-	echo "usage: $0 up|down|status [redis-7001 ... redis-7005 zookeeper]" >&2
+	echo "usage: $0 up|down|status [redis-7001 ... redis-7005 zookeeper | sentinel | ${SENTINEL[*]}]; $0 failover" >&2
 	exit 2
 	;;
 esac

@@ -20,7 +20,7 @@ import (
 type config struct {
 	httpAddr   string
 	mysqlDSN   string // empty: the embedded SQLite database
-	redisAddr  string // empty: the embedded Redis server
+	redisAddr  string // empty: the embedded Redis server, unless redisSentinel names one
 	adminToken string
 	lock       string
 	lockTTL    time.Duration
@@ -33,6 +33,8 @@ type config struct {
 	// redlockAddrs are RedLock's nodes; nil: app.DefaultRedLockAddrs, or embedded ones.
 	redlockAddrs []string
 	zkAddrs      []string // the ZooKeeper ensemble
+	// redisSentinel, instead of redisAddr, is a primary that Sentinel watches.
+	redisSentinel app.RedisSentinel
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -44,6 +46,8 @@ var settings = []envFlag{
 	{"SECKILL_HTTP_ADDR", "http-addr", ":8080", "address to listen on"},
 	{"SECKILL_MYSQL_DSN", "mysql-dsn", "", "go-sql-driver DSN of MySQL/MariaDB; empty runs on the embedded SQLite database"},
 	{"SECKILL_REDIS_ADDR", "redis-addr", "", "host:port of Redis; empty runs on the embedded Redis server"},
+	{"SECKILL_REDIS_SENTINEL", "redis-sentinel", "", "master-name@host:port,host:port,... of Redis Sentinel, instead of SECKILL_REDIS_ADDR: " +
+		"the primary the sentinels monitor under that name, followed on failover"},
 	{"SECKILL_ADMIN_TOKEN", "admin-token", "", "bearer token for POST /api/vouchers; empty disables it"},
 	{"SECKILL_LOCK", "lock", "redis", "per-user order guard: " + app.LockKindNames()},
 	{"SECKILL_LOCK_TTL", "lock-ttl", "10s", "expiry of the per-user order lock"},
@@ -101,6 +105,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if err := cfg.appConfig().Order.Validate(); err != nil {
 		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY: %w", err)
 	}
+	if cfg.redisSentinel, err = parseSentinel(*vals["SECKILL_REDIS_SENTINEL"]); err != nil {
+		return config{}, err
+	}
 	if err := cfg.checkStores(); err != nil {
 		return config{}, err
 	}
@@ -139,6 +146,23 @@ func parseAddrs(name, v string) ([]string, error) {
 	return addrs, nil
 }
 
+// parseSentinel reads SECKILL_REDIS_SENTINEL, master-name@host:port,...; empty is none.
+func parseSentinel(v string) (app.RedisSentinel, error) {
+	if strings.TrimSpace(v) == "" {
+		return app.RedisSentinel{}, nil
+	}
+	master, addrs, ok := strings.Cut(v, "@")
+	master = strings.TrimSpace(master)
+	if !ok || master == "" || strings.TrimSpace(addrs) == "" {
+		return app.RedisSentinel{}, fmt.Errorf("SECKILL_REDIS_SENTINEL=%q: want master-name@host:port,host:port,...", v)
+	}
+	list, err := parseAddrs("SECKILL_REDIS_SENTINEL", addrs)
+	if err != nil {
+		return app.RedisSentinel{}, err
+	}
+	return app.RedisSentinel{Master: master, Addrs: list}, nil
+}
+
 func parseDuration(name, v string, min time.Duration) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
@@ -152,21 +176,27 @@ func parseDuration(name, v string, min time.Duration) (time.Duration, error) {
 
 // checkStores refuses a half-embedded setup. Instances that share MySQL but each run their
 // own embedded Redis share neither the lock nor the order-id counter: the guard excludes
-// nothing across them and two of them can hand out the same order id.
+// nothing across them and two of them can hand out the same order id. It refuses two Redis
+// settings too.
 func (c config) checkStores() error {
 	const why = "instances would share one store and not the other (no common lock, repeated order ids); set both or neither"
+	sentinel := c.redisSentinel.Master != ""
 	switch {
-	case c.mysqlDSN != "" && c.redisAddr == "":
-		return fmt.Errorf("SECKILL_REDIS_ADDR is not set but SECKILL_MYSQL_DSN is: %s", why)
+	case c.redisAddr != "" && sentinel:
+		return errors.New("SECKILL_REDIS_ADDR and SECKILL_REDIS_SENTINEL are both set: set one (a plain Redis, or the primary Sentinel watches)")
+	case c.mysqlDSN != "" && c.redisAddr == "" && !sentinel:
+		return fmt.Errorf("SECKILL_REDIS_ADDR is not set (nor SECKILL_REDIS_SENTINEL) but SECKILL_MYSQL_DSN is: %s", why)
 	case c.redisAddr != "" && c.mysqlDSN == "":
 		return fmt.Errorf("SECKILL_MYSQL_DSN is not set but SECKILL_REDIS_ADDR is: %s", why)
+	case sentinel && c.mysqlDSN == "":
+		return fmt.Errorf("SECKILL_MYSQL_DSN is not set but SECKILL_REDIS_SENTINEL is: %s", why)
 	}
 	return nil
 }
 
 // openStores opens the stores cfg names, saying so loudly when they are the embedded ones.
 func openStores(ctx context.Context, log *slog.Logger, cfg config) (*app.Stores, error) {
-	st, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: cfg.mysqlDSN, RedisAddr: cfg.redisAddr, DataDir: cfg.dataDir,
+	st, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: cfg.mysqlDSN, RedisAddr: cfg.redisAddr, RedisSentinel: cfg.redisSentinel, DataDir: cfg.dataDir,
 		RedLockAddrs: cfg.redlockAddrs, ZooKeeperAddrs: cfg.zkAddrs})
 	if err != nil {
 		return nil, err

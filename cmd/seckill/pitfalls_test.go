@@ -57,15 +57,30 @@ func TestRunPitfallsErrors(t *testing.T) {
 	assert.ErrorContains(t, err, "needs redis-server")
 	_, err = runPitfallsCmd(t, noPath, "--no-such-flag")
 	assert.Error(t, err)
+	_, err = runPitfallsCmd(t, noPath, "zk-herd", "--zookeeper", noZooKeeper)
+	assert.ErrorContains(t, err, "needs ZooKeeper")
+	assert.ErrorContains(t, err, "scripts/services.sh up zookeeper")
 }
 
+// noZooKeeper is an address where nothing answers.
+const noZooKeeper = "127.0.0.1:1"
+
 // TestRunPitfallsAllWithoutServerBin runs everything on the embedded Redis, as on a bare
-// machine: failover is left out and said so; everything else must be as expected.
+// machine: failover and the ZooKeeper lessons are left out and said so, in the summary too;
+// everything else must be as expected.
 func TestRunPitfallsAllWithoutServerBin(t *testing.T) {
-	out, err := runPitfallsCmd(t, noPath)
+	out, err := runPitfallsCmd(t, noPath, "--zookeeper", noZooKeeper)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "(failover): not run, needs redis-server")
+	assert.Contains(t, out, "(zk-herd): not run, needs ZooKeeper and nothing answers at "+noZooKeeper)
 	assert.Contains(t, out, "every wrong lock failed, every fix held")
+	assert.Contains(t, out, "not run (nothing to show, not passed): failover, zk-session-expiry, zk-herd")
+}
+
+func TestDefaultZooKeeper(t *testing.T) {
+	assert.Equal(t, "127.0.0.1:2181", defaultZooKeeper(noPath))
+	env := func(k string) string { return map[string]string{"SECKILL_ZOOKEEPER_ADDRS": " zk1:2181 ,zk2:2181"}[k] }
+	assert.Equal(t, "zk1:2181", defaultZooKeeper(env))
 }
 
 // TestRunPitfallsServerBinFromPath finds redis-server through the PATH that getenv gives.
@@ -96,7 +111,7 @@ func TestPitfallsSummaryFails(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			r := pitfall.Result{Pitfall: p, Variant: tt.variant, Verdict: pitfall.Verdict{Violated: tt.violated, Outcome: "x"}}
-			err := printSummary(&out, []pitfall.Result{r})
+			err := printSummary(&out, []pitfall.Result{r}, nil)
 			assert.Equal(t, tt.wantErr, err != nil, "got err %v", err)
 		})
 	}

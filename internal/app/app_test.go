@@ -29,10 +29,14 @@ func TestOpenStoresAllOrNothing(t *testing.T) {
 		{MySQLDSN: "root:@tcp(127.0.0.1:1)/x"},
 		{RedisAddr: "127.0.0.1:1"},
 		{MySQLDSN: "root:@tcp(127.0.0.1:1)/x", DataDir: t.TempDir()},
+		{RedisSentinel: app.RedisSentinel{Master: "seckill", Addrs: []string{"127.0.0.1:1"}}},
 	} {
 		_, err := app.OpenStores(context.Background(), cfg)
 		assert.ErrorIs(t, err, app.ErrHalfEmbedded, "%+v", cfg)
 	}
+	_, err := app.OpenStores(context.Background(), app.StoresConfig{MySQLDSN: "root:@tcp(127.0.0.1:1)/x", RedisAddr: "127.0.0.1:1",
+		RedisSentinel: app.RedisSentinel{Master: "seckill", Addrs: []string{"127.0.0.1:2"}}})
+	assert.ErrorIs(t, err, app.ErrRedisTwice, "a Redis address and a Sentinel")
 }
 
 // TestNewEveryLockKind wires an instance with each guard over the embedded stores and asks

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,13 +15,16 @@ import (
 	"github.com/seckill/seckill/internal/database"
 )
 
-// StoresConfig says where the data lives: both MySQLDSN and RedisAddr set (the real stores),
-// or both empty (embedded ones); and where the servers of the lock backends that have their
-// own are.
+// StoresConfig says where the data lives: MySQLDSN and one Redis (RedisAddr or RedisSentinel)
+// set (the real stores), or none of them (embedded ones); and where the servers of the lock
+// backends that have their own are.
 type StoresConfig struct {
 	MySQLDSN  string // go-sql-driver DSN of MySQL/MariaDB
 	RedisAddr string // host:port of Redis
-	DataDir   string // the embedded database's directory; empty: a new temporary one
+	// RedisSentinel, instead of RedisAddr, names a Redis primary that Sentinel watches: the
+	// instances follow it to a promoted replica on failover.
+	RedisSentinel RedisSentinel
+	DataDir       string // the embedded database's directory; empty: a new temporary one
 	// RedLockAddrs are the host:port of RedLock's independent Redis nodes. Empty:
 	// DefaultRedLockAddrs with the real stores, five embedded Redis servers with the
 	// embedded ones.
@@ -34,6 +38,20 @@ var DefaultRedLockAddrs = []string{"127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.
 
 // embeddedRedLockNodes is how many embedded Redis servers stand in for RedLock's nodes.
 const embeddedRedLockNodes = 5
+
+// RedisSentinel names a Redis primary through Sentinel: the master name the sentinels
+// monitor and the host:port of some of them (the client learns of the others from them).
+type RedisSentinel struct {
+	Master string
+	Addrs  []string
+}
+
+// String is the setting's form, master-name@host:port,host:port.
+func (r RedisSentinel) String() string { return r.Master + "@" + strings.Join(r.Addrs, ",") }
+
+// ErrRedisTwice is returned by OpenStores when both a Redis address and a Sentinel are
+// configured: which one the instances would use would be a guess.
+var ErrRedisTwice = errors.New("app: set a Redis address or a Sentinel, not both")
 
 // ErrHalfEmbedded is returned by OpenStores when only one of the real stores is configured.
 // Instances that share MySQL but each run their own Redis share neither the lock nor the
@@ -49,6 +67,7 @@ type Stores struct {
 	Mini      *miniredis.Miniredis
 	mysqlDSN  string
 	redisAddr string
+	sentinel  RedisSentinel
 	dataDir   string
 	cleanup   func()
 
@@ -67,14 +86,21 @@ func OpenStores(ctx context.Context, cfg StoresConfig) (*Stores, error) {
 		s.zkAddrs = append([]string(nil), cfg.ZooKeeperAddrs...)
 		return s
 	}
+	sentinel := cfg.RedisSentinel.Master != "" || len(cfg.RedisSentinel.Addrs) > 0
+	realRedis := cfg.RedisAddr != "" || sentinel
 	switch {
-	case cfg.MySQLDSN != "" && cfg.RedisAddr != "":
+	case cfg.RedisAddr != "" && sentinel:
+		return nil, ErrRedisTwice
+	case sentinel && (cfg.RedisSentinel.Master == "" || len(cfg.RedisSentinel.Addrs) == 0):
+		return nil, fmt.Errorf("app: Redis Sentinel %q: want a master name and at least one sentinel address", cfg.RedisSentinel)
+	case cfg.MySQLDSN != "" && realRedis:
 		s := lockServers(&Stores{mysqlDSN: cfg.MySQLDSN, redisAddr: cfg.RedisAddr, cleanup: func() {}})
+		s.sentinel = RedisSentinel{Master: cfg.RedisSentinel.Master, Addrs: append([]string(nil), cfg.RedisSentinel.Addrs...)}
 		if len(s.redlock) == 0 {
 			s.redlock = append(s.redlock, DefaultRedLockAddrs...)
 		}
 		return s, nil
-	case cfg.MySQLDSN != "" || cfg.RedisAddr != "":
+	case cfg.MySQLDSN != "" || realRedis:
 		return nil, ErrHalfEmbedded
 	}
 	s := lockServers(&Stores{Embedded: true, dataDir: cfg.DataDir, cleanup: func() {}})
@@ -117,6 +143,9 @@ func (s *Stores) String() string {
 	if s.Embedded {
 		return "embedded SQLite in " + s.dataDir + " + embedded Redis (miniredis) at " + s.redisAddr
 	}
+	if s.sentinel.Master != "" {
+		return "MySQL/MariaDB + the Redis primary of Sentinel " + s.sentinel.String()
+	}
 	return "MySQL/MariaDB + Redis at " + s.redisAddr
 }
 
@@ -136,7 +165,11 @@ const (
 	RedisIOTimeout   = time.Second
 )
 
-// OpenRedis returns a new client, with its own pool, to the Redis server.
+// OpenRedis returns a new client, with its own pool, to the Redis server: with a Sentinel
+// configured, go-redis's failover client, which asks the sentinels for the primary's address
+// on every dial and, on their +switch-master, drops its connections to the old primary. While
+// the primary is down and not yet replaced, its calls fail (the orders 503) within the same
+// bounds as the plain client's.
 //
 // Every call is bounded (RedisDialTimeout, RedisPoolTimeout, RedisIOTimeout, and the
 // context's deadline), and a command is never sent a second time: none of the lock commands
@@ -144,8 +177,8 @@ const (
 // lock busy, leaving it taken until its TTL; an unlock resent reports the lock lost. The order
 // fails instead (503) and the client retries the whole order.
 func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
-	return redis.NewClient(&redis.Options{
-		Addr:                  s.redisAddr,
+	opts := &redis.UniversalOptions{
+		Addrs:                 []string{s.redisAddr},
 		PoolSize:              poolSize,
 		DialTimeout:           RedisDialTimeout,
 		PoolTimeout:           RedisPoolTimeout,
@@ -153,7 +186,12 @@ func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
 		WriteTimeout:          RedisIOTimeout,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
-	})
+	}
+	if s.sentinel.Master != "" {
+		// The same timeouts hold for the calls to the sentinels.
+		opts.MasterName, opts.Addrs = s.sentinel.Master, s.sentinel.Addrs
+	}
+	return redis.NewUniversalClient(opts)
 }
 
 // RedLockAddrs returns the addresses of RedLock's nodes: those configured, else with the

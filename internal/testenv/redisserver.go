@@ -25,6 +25,9 @@ type RedisProcess struct {
 	t   testing.TB
 	bin string
 	dir string
+	// args is the command line after the binary for a server on port; nil runs a plain
+	// server (plainArgs).
+	args func(port string) ([]string, error)
 	process
 }
 
@@ -47,9 +50,16 @@ func RedisServerBin(t testing.TB) string {
 // StartRedisServer starts a redis-server for t and waits until it answers.
 func StartRedisServer(t testing.TB) *RedisProcess {
 	t.Helper()
-	p := &RedisProcess{t: t, bin: RedisServerBin(t), dir: t.TempDir()}
+	return startRedis(t, t.TempDir(), 0, nil)
+}
+
+// startRedis starts a redis-server for t in dir, on port first if it is free (0: any free
+// 16xxx port), with the command line args gives (nil: a plain server).
+func startRedis(t testing.TB, dir string, first int, args func(port string) ([]string, error)) *RedisProcess {
+	t.Helper()
+	p := &RedisProcess{t: t, bin: RedisServerBin(t), dir: dir, args: args}
 	t.Cleanup(p.kill)
-	if err := onFreePort(0, func(addr string) error { p.Addr = addr; return p.start() }); err != nil {
+	if err := onFreePort(first, func(addr string) error { p.Addr = addr; return p.start() }); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
 	return p
@@ -97,11 +107,30 @@ func (p *RedisProcess) Restart() {
 	}
 }
 
+// plainArgs is a server without persistence on port, logging to log in dir.
+func plainArgs(dir, port, log string) []string {
+	return []string{"--bind", "127.0.0.1", "--port", port, "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", log}
+}
+
+// Log is the server's log file.
+func (p *RedisProcess) Log() string {
+	_, port, _ := net.SplitHostPort(p.Addr)
+	return redisLog(p.dir, port)
+}
+
+func redisLog(dir, port string) string { return filepath.Join(dir, "redis-"+port+".log") }
+
 func (p *RedisProcess) start() error {
 	_, port, _ := net.SplitHostPort(p.Addr)
-	log := filepath.Join(p.dir, "redis-"+port+".log")
-	cmd := exec.Command(p.bin, "--bind", "127.0.0.1", "--port", port,
-		"--save", "", "--appendonly", "no", "--dir", p.dir, "--logfile", log)
+	log := p.Log()
+	args := plainArgs(p.dir, port, log)
+	if p.args != nil {
+		var err error
+		if args, err = p.args(port); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command(p.bin, args...)
 	if err := p.run(cmd); err != nil {
 		return err
 	}
@@ -129,6 +158,10 @@ func (p *RedisProcess) start() error {
 		}
 	}
 }
+
+// Kill ends the server with SIGKILL, as a crash: nothing saved, nothing said to its clients
+// or replicas. It waits until the process has exited.
+func (p *RedisProcess) Kill() { p.kill() }
 
 // Freeze stops the server (SIGSTOP): it keeps its port and accepts connections, but answers
 // nothing, as a hung server does. Thaw resumes it.

@@ -12,7 +12,9 @@ const DocsHeader = `# Lock pitfalls, run and watched failing
 
 Every wrong Redis lock in the articles the project is built from (listed below), run as a
 scripted interleaving of two to four clients against a real Redis protocol server, beside
-the fix running the same script. Each diagram below is generated from a recorded timeline
+the fix running the same script; then the lessons of the other backends (14-17): a RedLock
+node that restarts empty, a ZooKeeper session that expires under a paused holder, a database
+lock row left by a crashed holder, and the herd effect of watching the parent node. Each diagram below is generated from a recorded timeline
 (` + "`t=`" + ` is logical time: the event's position in the run); a test keeps this file in sync
 with what the runner produces:
 
@@ -32,6 +34,17 @@ short PX lease and waiting until the key is actually gone (PTTL/EXISTS polled as
 never a guessed sleep). The failover pitfall starts its own primary and replica redis-server
 processes, so it runs when a redis-server binary is available (on PATH, or
 ` + "`--redis-server-bin`" + `) and in ` + "`make test-integration`" + `.
+
+The RedLock lesson runs on five embedded Redis servers (a node's crash and restart is a
+server closed and a new one on its address), and in ` + "`make test-integration`" + ` also on five
+redis-server processes killed with SIGKILL. The database lesson runs on the embedded SQLite,
+and on MariaDB in the integration suite. The ZooKeeper lessons need a real ZooKeeper
+(` + "`scripts/services.sh up zookeeper`" + `, or ` + "`--zookeeper ADDR`" + `); without one ` + "`seckill pitfalls`" + ` says
+so and leaves them out (not run is not passed), and ` + "`make test-integration`" + ` runs them. Their
+clients talk to ZooKeeper through a proxy the script controls: it freezes a paused client's
+connection, expires a session at once by closing it with the session's id and password (what
+the server does when the session timeout passes), and counts the watch notifications each
+client receives, with a barrier (a ping of its own) before it reads them.
 
 The locks are in lessons/pitfall, one file per pitfall; none of them is wired into the
 service, and the lessons use package lock only as any of its users would.

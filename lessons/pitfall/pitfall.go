@@ -21,6 +21,11 @@ type Pitfall struct {
 	Variants []Variant
 	// NeedsServerBin marks a pitfall that starts its own redis-server processes.
 	NeedsServerBin bool
+	// NeedsZooKeeper marks a lesson that runs against a real ZooKeeper (Env.ZooKeeperAddr).
+	NeedsZooKeeper bool
+	// ownBackend marks a lesson whose lock is not on the scene's one Redis (RedLock's nodes,
+	// ZooKeeper, a database): the scene gets an embedded Redis it does not use.
+	ownBackend bool
 
 	play  func(s *Scene, v Variant) error
 	judge func(s *Scene, events []Event, v Variant) Verdict
@@ -58,10 +63,24 @@ type Env struct {
 	// RedisServerBin is the redis-server binary, for pitfalls that start their own servers
 	// (failover). Empty: those pitfalls cannot run.
 	RedisServerBin string
+	// RedLockProcesses runs the RedLock lesson on five redis-server processes started from
+	// RedisServerBin, killed with SIGKILL and started again, instead of embedded servers.
+	RedLockProcesses bool
+	// ZooKeeperAddr is a ZooKeeper server (host:port) for the ZooKeeper lessons. Empty: those
+	// lessons cannot run.
+	ZooKeeperAddr string
+	// MySQLDSN is a MySQL or MariaDB database (a go-sql-driver DSN naming a database that
+	// exists) for the database lesson. Empty: an embedded SQLite database per run.
+	MySQLDSN string
 }
 
-// ErrNeedsServerBin is returned for a pitfall that needs a redis-server binary when Env has none.
-var ErrNeedsServerBin = errors.New("pitfall: needs a redis-server binary")
+// Errors for a lesson that needs what Env does not give it.
+var (
+	// ErrNeedsServerBin is returned for a pitfall that needs a redis-server binary when Env has none.
+	ErrNeedsServerBin = errors.New("pitfall: needs a redis-server binary")
+	// ErrNeedsZooKeeper is returned for a lesson that needs ZooKeeper when Env has none.
+	ErrNeedsZooKeeper = errors.New("pitfall: needs ZooKeeper (scripts/services.sh up zookeeper)")
+)
 
 // Run plays every variant of p and returns their results in order.
 func (p *Pitfall) Run(ctx context.Context, env Env) ([]Result, error) {
@@ -78,8 +97,11 @@ func (p *Pitfall) Run(ctx context.Context, env Env) ([]Result, error) {
 
 // RunVariant plays p's script once with variant v.
 func (p *Pitfall) RunVariant(ctx context.Context, env Env, v Variant) (Result, error) {
-	if p.NeedsServerBin && env.RedisServerBin == "" {
+	if (p.NeedsServerBin || (p == redlockRestart && env.RedLockProcesses)) && env.RedisServerBin == "" {
 		return Result{}, fmt.Errorf("%s: %w", p.Name, ErrNeedsServerBin)
+	}
+	if p.NeedsZooKeeper && env.ZooKeeperAddr == "" {
+		return Result{}, fmt.Errorf("%s: %w", p.Name, ErrNeedsZooKeeper)
 	}
 	var srv *server
 	var cl *cluster
@@ -91,7 +113,7 @@ func (p *Pitfall) RunVariant(ctx context.Context, env Env, v Variant) (Result, e
 			return Result{}, err
 		}
 		defer cl.close()
-	case env.RedisAddr == "":
+	case env.RedisAddr == "" || p.ownBackend:
 		var err error
 		if srv, err = embeddedServer(); err != nil {
 			return Result{}, err
@@ -109,6 +131,9 @@ func (p *Pitfall) RunVariant(ctx context.Context, env Env, v Variant) (Result, e
 	playErr := p.play(s, v)
 	closeErr := s.close()
 	cleanErr := s.cleanup()
+	for i := len(s.teardown) - 1; i >= 0; i-- {
+		cleanErr = errors.Join(cleanErr, s.teardown[i]())
+	}
 	if err := errors.Join(playErr, closeErr, cleanErr); err != nil {
 		return Result{}, fmt.Errorf("%s (%s): %w", p.Name, v.Name, err)
 	}
@@ -127,6 +152,7 @@ func All() []*Pitfall {
 	return []*Pitfall{
 		inProcess, noExpiry, lostReply, setnxExpire, getsetTimestamp, plainDel, getThenDel,
 		shortTTL, unlockBeforeCommit, goroutineID, clockSkew, failover, multiExec, reentrancy,
+		redlockRestart, zkSessionExpiry, dbNoExpiry, zkHerd,
 	}
 }
 

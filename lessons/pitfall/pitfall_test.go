@@ -29,8 +29,8 @@ func envFor(r testenv.Redis) Env {
 func TestPitfall(t *testing.T) {
 	for _, srv := range testenv.RedisServers(t) {
 		for _, p := range All() {
-			if p.NeedsServerBin {
-				continue // TestPitfallFailover, integration suite
+			if p.NeedsServerBin || p.NeedsZooKeeper {
+				continue // TestPitfallFailover, TestPitfallZooKeeperLessons: integration suite
 			}
 			t.Run(srv.Name+"/"+p.Name, func(t *testing.T) {
 				t.Parallel()
@@ -58,8 +58,9 @@ func assertPitfall(t *testing.T, p *Pitfall, env Env) {
 
 // TestPitfallDocs checks that docs/pitfalls.md is what the runner produces (and with
 // -update rewrites it). The embedded runs are deterministic, so any difference is a change
-// in a pitfall or in the file. The failover section needs redis-server: it is regenerated
-// when a binary is found, and checked in the integration suite (TestPitfallFailover).
+// in a pitfall or in the file. The failover section needs redis-server and the ZooKeeper
+// lessons need ZooKeeper: they are regenerated when those are here, and their lessons are
+// run in the integration suite (TestPitfallFailover, TestPitfallZooKeeperLessons).
 func TestPitfallDocs(t *testing.T) {
 	path := filepath.Join("..", "..", "docs", "pitfalls.md")
 	old, err := os.ReadFile(path)
@@ -67,10 +68,17 @@ func TestPitfallDocs(t *testing.T) {
 		require.NoError(t, err, "docs/pitfalls.md missing: run go test ./lessons/pitfall -run TestPitfallDocs -update")
 	}
 	env := Env{RedisServerBin: redisServerBin(t, false)}
+	if addr := testenv.ZooKeeperAddr(); ZooKeeperReachable(addr) {
+		env.ZooKeeperAddr = addr
+	}
 	sections := map[string]string{}
 	for _, p := range All() {
 		if p.NeedsServerBin && env.RedisServerBin == "" {
 			t.Logf("%s: no redis-server binary here, its section is kept as committed", p.Name)
+			continue
+		}
+		if p.NeedsZooKeeper && env.ZooKeeperAddr == "" {
+			t.Logf("%s: no ZooKeeper at %s, its section is kept as committed", p.Name, testenv.ZooKeeperAddr())
 			continue
 		}
 		results, err := p.Run(context.Background(), env)
@@ -88,7 +96,7 @@ func TestPitfallDocs(t *testing.T) {
 // TestPitfallDeterministic runs each embedded pitfall twice: the timelines must be equal.
 func TestPitfallDeterministic(t *testing.T) {
 	for _, p := range All() {
-		if p.NeedsServerBin {
+		if p.NeedsServerBin || p.NeedsZooKeeper {
 			continue
 		}
 		t.Run(p.Name, func(t *testing.T) {

@@ -91,7 +91,7 @@ func (s *Scene) recordCommand(label, actor string, cmds []redis.Cmder) {
 			continue
 		}
 		reply = append(reply, formatReply(cmd))
-		n, key := s.interpret(actor, cmd)
+		n, key := s.interpret(label, actor, cmd)
 		if n != "" {
 			notes = append(notes, n)
 		}
@@ -107,13 +107,14 @@ func (s *Scene) recordCommand(label, actor string, cmds []redis.Cmder) {
 	})
 }
 
-// interpret explains one command's reply and keeps track of which actor last wrote each key.
-func (s *Scene) interpret(actor string, cmd redis.Cmder) (note, key string) {
+// interpret explains one command's reply and keeps track of which actor last wrote each key
+// on each server (label).
+func (s *Scene) interpret(label, actor string, cmd redis.Cmder) (note, key string) {
 	args := cmd.Args()
 	if len(args) < 2 {
 		return "", ""
 	}
-	key = fmt.Sprint(args[1])
+	key = label + "\x00" + fmt.Sprint(args[1])
 	err := cmd.Err()
 	switch cmd.Name() {
 	case "set":
@@ -150,7 +151,7 @@ func (s *Scene) interpret(actor string, cmd redis.Cmder) (note, key string) {
 		if len(args) < 4 {
 			return "", ""
 		}
-		key = fmt.Sprint(args[3])
+		key = label + "\x00" + fmt.Sprint(args[3])
 		sc, _ := scriptBySHA(fmt.Sprint(args[1]))
 		if cmd.Name() == "eval" {
 			sum := sha1.Sum([]byte(fmt.Sprint(args[1])))

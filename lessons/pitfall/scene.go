@@ -26,11 +26,15 @@ type Scene struct {
 	ns  string // key namespace: "" on a fresh embedded server, unique on a shared real one
 	env Env
 
-	db      *OrderDB  // pitfalls 1 and 8
-	storage *Storage  // pitfall 7
-	t0      time.Time // the server's clock when the script started it (pitfalls 4, 10)
-	tokens  int       // tokens drawn so far
-	cluster *cluster  // pitfall 11's primary and replica
+	db      *OrderDB   // pitfalls 1 and 8
+	storage *Storage   // pitfall 7
+	t0      time.Time  // the server's clock when the script started it (pitfalls 4, 10)
+	tokens  int        // tokens drawn so far
+	cluster *cluster   // pitfall 11's primary and replica
+	herd    *herdStats // pitfall 17's counts
+	// teardown runs after the actors have ended, last added first: the lessons' own
+	// backends (RedLock's nodes, ZooKeeper clients, a database).
+	teardown []func() error
 
 	mu      sync.Mutex
 	events  []Event
@@ -208,6 +212,28 @@ func (s *Scene) Until(name, point string) bool {
 	return got == point
 }
 
+// Resume lets actor name run until point without waiting for it: the actor blocks in a lock
+// that only another actor's release will grant. Await collects it.
+func (s *Scene) Resume(name, point string) {
+	a := s.actor(name)
+	if !a.done.Load() {
+		a.resume <- point
+	}
+}
+
+// Await waits until actor name, resumed by Resume, parks at its point (true) or returns.
+func (s *Scene) Await(name string) bool {
+	a := s.actor(name)
+	if a.done.Load() {
+		return false
+	}
+	if got := <-a.parked; got != doneMark {
+		return true
+	}
+	a.done.Store(true)
+	return false
+}
+
 // Finish resumes actor name and waits until it returns.
 func (s *Scene) Finish(name string) { s.Until(name, doneMark) }
 
@@ -280,6 +306,12 @@ func (a *Actor) Did(to, what, reply, note string) {
 // in-process lock).
 func (a *Actor) Refused(to, what, reply string) {
 	a.scene.record(Event{Actor: a.Name, Kind: KindOp, To: to, What: what, Reply: reply, Note: "refused", Refused: true})
+}
+
+// Observed records something the script saw at a participant: a watch notification that
+// reached an actor, a row in a table.
+func (s *Scene) Observed(actor, to, what, reply, note string) {
+	s.record(Event{Actor: actor, Kind: KindOp, To: to, What: what, Reply: reply, Note: note})
 }
 
 // Note records a scene-level fact (time passing, a server failing).

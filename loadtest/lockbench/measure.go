@@ -37,62 +37,70 @@ func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 
 // run is one contestant's results.
 type run struct {
-	name             string
-	peer             bool
-	pairs1, pairs32  float64 // uncontended acquire+release pairs/s
-	acquisitions     float64 // contended acquisitions/s
-	p50, p99         time.Duration
-	commandsPerAcq   float64
-	contendedErrors  int
-	contendedError   error // the first
-	uncontendedError error
-	wakes            lock.Stats    // our locks' wake-ups in the contended run
-	critical         time.Duration // mean time the lock was really held per acquisition
+	name              string
+	peer              bool
+	pairs1, pairs32   float64 // uncontended acquire+release pairs/s
+	acquisitions      float64 // contended acquisitions/s
+	p50, p99          time.Duration
+	commandsPerAcq    float64 // -1: not counted
+	contendedErrors   int
+	contendedError    error // the first
+	uncontendedError  error // the first
+	uncontendedErrors int
+	setupError        error
+	wakes             lock.Stats    // our locks' wake-ups in the contended run
+	critical          time.Duration // mean time the lock was really held per acquisition
+	// Fairness of the contended run.
+	longest            time.Duration // the longest single wait
+	longestAt          time.Duration // when it began, from the start of the run
+	longestNth         int           // and which of its contender's waits it was (1 = the first)
+	stall              time.Duration // the longest the process went unscheduled in that round
+	longestLater       time.Duration // the longest wait but each contender's first (the start, when all arrive at once)
+	minShare, maxShare float64       // the fewest and most acquisitions of one contender, ÷ a fair share
+	jain               float64       // Jain's index of the contenders' acquisitions: 1 fair, 1/n one took all
 }
 
 // bench holds what every scenario shares.
 type bench struct {
-	addr       string
+	env        *env
 	duration   time.Duration
 	critical   time.Duration
 	sleep      bool // hold the lock with time.Sleep instead of spinning
 	contenders int
-	prefix     string
-}
-
-// newClient connects a fresh client with a command counter.
-func (b bench) newClient() (*redis.Client, *commandCounter) {
-	rdb := redis.NewClient(&redis.Options{Addr: b.addr, PoolSize: 64})
-	h := &commandCounter{}
-	rdb.AddHook(h)
-	return rdb, h
 }
 
 func (b bench) measure(ctx context.Context, c contestant) run {
-	r := run{name: c.name, peer: c.peer}
+	r := run{name: c.name, peer: c.peer, commandsPerAcq: -1}
 	var err error
-	r.pairs1, err = b.uncontended(ctx, c, 1)
-	if err == nil {
-		r.pairs32, err = b.uncontended(ctx, c, 32)
-	}
+	var n1, n32 int
+	r.pairs1, n1, err = b.uncontended(ctx, c, 1)
 	r.uncontendedError = err
+	r.pairs32, n32, err = b.uncontended(ctx, c, 32)
+	if r.uncontendedError == nil {
+		r.uncontendedError = err
+	}
+	r.uncontendedErrors = n1 + n32
 	b.contended(ctx, c, &r)
 	return r
 }
 
-// uncontended counts acquire+release pairs per second by n goroutines, each on its own key.
-func (b bench) uncontended(ctx context.Context, c contestant, n int) (float64, error) {
-	rdb, _ := b.newClient()
-	defer rdb.Close()
-	acquire, _, cleanup := c.setup(rdb)
-	defer cleanup()
+// uncontended counts acquire+release pairs per second by n goroutines, each on its own key,
+// and the pairs that failed (an error, counted, and the goroutine goes on), with the first
+// error.
+func (b bench) uncontended(ctx context.Context, c contestant, n int) (float64, int, error) {
+	in, err := c.setup(ctx, b.env)
+	if err != nil {
+		return 0, 1, err
+	}
+	defer in.close()
+	keys := c.keys(b.env)
 	// Warm up: load the scripts and fill the connection pool.
-	if err := pairs(ctx, acquire, b.prefix+"warm", 20); err != nil {
-		return 0, err
+	if err := pairs(ctx, in.acquire, keys+"warm", 20); err != nil {
+		return 0, 1, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.duration)
 	defer cancel()
-	var total atomic.Int64
+	var total, failed atomic.Int64
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -101,24 +109,26 @@ func (b bench) uncontended(ctx context.Context, c contestant, n int) (float64, e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := fmt.Sprintf("%su%d-%d", b.prefix, n, g)
+			key := fmt.Sprintf("%su%d-%d", keys, n, g)
 			for ctx.Err() == nil {
-				release, err := acquire(ctx, key)
+				release, err := in.acquire(ctx, key)
 				if err == nil {
 					err = release(context.WithoutCancel(ctx))
 				}
 				if err != nil {
 					if ctx.Err() == nil {
+						failed.Add(1)
 						once.Do(func() { firstErr = err })
+						_ = sleep(ctx, 10*time.Millisecond) // no hot loop on a failing backend
 					}
-					return
+					continue
 				}
 				total.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
-	return float64(total.Load()) / time.Since(start).Seconds(), firstErr
+	return float64(total.Load()) / time.Since(start).Seconds(), int(failed.Load()), firstErr
 }
 
 func pairs(ctx context.Context, acquire acquireFunc, key string, n int) error {
@@ -136,35 +146,51 @@ func pairs(ctx context.Context, acquire acquireFunc, key string, n int) error {
 
 // contended runs b.contenders goroutines taking one key, each holding it for b.critical.
 func (b bench) contended(ctx context.Context, c contestant, r *run) {
-	rdb, counter := b.newClient()
-	defer rdb.Close()
-	acquire, stats, cleanup := c.setup(rdb)
-	defer cleanup()
-	key := b.prefix + "contended"
-	if err := pairs(ctx, acquire, key, 20); err != nil {
-		r.contendedErrors++
+	in, err := c.setup(ctx, b.env)
+	if err != nil {
+		r.setupError = err
 		return
 	}
-	before, statsBefore := counter.n.Load(), stats()
+	defer in.close()
+	key := c.keys(b.env) + "contended"
+	if err := pairs(ctx, in.acquire, key, 20); err != nil {
+		r.contendedErrors++
+		r.contendedError = err
+		return
+	}
+	stats := in.stats
+	if stats == nil {
+		stats = func() lock.Stats { return lock.Stats{} }
+	}
+	var before int64
+	if in.commands != nil {
+		before = in.commands()
+	}
+	statsBefore := stats()
 	ctx, cancel := context.WithTimeout(ctx, b.duration)
 	defer cancel()
 	var mu sync.Mutex
 	var latencies []time.Duration
+	counts := make([]int, b.contenders)
 	var errs int
 	var held time.Duration
 	var firstErr atomic.Pointer[error]
 	var wg sync.WaitGroup
+	stall := watchStalls(ctx)
 	start := time.Now()
-	for range b.contenders {
+	for g := range b.contenders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
 			var failed int
 			var myHeld time.Duration
+			var myLongest, myLongestAt time.Duration
+			var myLongestNth int
+			var myLongestLater time.Duration
 			for ctx.Err() == nil {
 				t0 := time.Now()
-				release, err := acquire(ctx, key)
+				release, err := in.acquire(ctx, key)
 				if err != nil {
 					// An attempt cut by the end of the run is no failure; go-redis reports a
 					// read cut by the context's deadline as a network timeout.
@@ -172,11 +198,18 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 					if ctx.Err() == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
 						failed++
 						firstErr.CompareAndSwap(nil, &err)
+						_ = sleep(ctx, 10*time.Millisecond) // no hot loop on a failing backend
 					}
 					continue
 				}
 				t1 := time.Now()
 				mine = append(mine, t1.Sub(t0))
+				if w := t1.Sub(t0); w > myLongest {
+					myLongest, myLongestAt, myLongestNth = w, t0.Sub(start), len(mine)
+				}
+				if w := t1.Sub(t0); len(mine) > 1 {
+					myLongestLater = max(myLongestLater, w)
+				}
 				b.hold()
 				myHeld += time.Since(t1)
 				if err := release(context.WithoutCancel(ctx)); err != nil {
@@ -186,6 +219,11 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 			}
 			mu.Lock()
 			latencies = append(latencies, mine...)
+			counts[g] = len(mine)
+			r.longestLater = max(r.longestLater, myLongestLater)
+			if myLongest > r.longest {
+				r.longest, r.longestAt, r.longestNth = myLongest, myLongestAt, myLongestNth
+			}
 			errs += failed
 			held += myHeld
 			mu.Unlock()
@@ -193,6 +231,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	r.stall = <-stall
 	n := len(latencies)
 	r.contendedErrors = errs
 	if e := firstErr.Load(); e != nil {
@@ -206,6 +245,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 	r.critical = held / time.Duration(n)
 	r.p50 = latencies[n*50/100]
 	r.p99 = latencies[min(n*99/100, n-1)]
+	r.minShare, r.maxShare, r.jain = fairness(counts)
 	st := stats()
 	r.wakes = lock.Stats{
 		WakesByPublish: st.WakesByPublish - statsBefore.WakesByPublish,
@@ -214,8 +254,47 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 		Subscribes:     st.Subscribes - statsBefore.Subscribes,
 		Unsubscribes:   st.Unsubscribes - statsBefore.Unsubscribes,
 	}
-	pubsub := r.wakes.Subscribes + r.wakes.Unsubscribes
-	r.commandsPerAcq = float64(counter.n.Load()-before+int64(pubsub)) / float64(n)
+	if in.commands != nil {
+		pubsub := r.wakes.Subscribes + r.wakes.Unsubscribes
+		r.commandsPerAcq = float64(in.commands()-before+int64(pubsub)) / float64(n)
+	}
+}
+
+// watchStalls measures, until ctx ends, the longest gap between the wake-ups of a goroutine
+// that sleeps 1 ms at a time: how long the process (or this goroutine) could go without
+// being scheduled on the shared machine. A wait that long is the machine's, not the lock's.
+func watchStalls(ctx context.Context) <-chan time.Duration {
+	out := make(chan time.Duration, 1)
+	go func() {
+		var longest time.Duration
+		last := time.Now()
+		for ctx.Err() == nil {
+			time.Sleep(time.Millisecond)
+			now := time.Now()
+			longest = max(longest, now.Sub(last))
+			last = now
+		}
+		out <- longest
+	}()
+	return out
+}
+
+// fairness returns the smallest and largest count as a multiple of a fair share (the mean),
+// and Jain's fairness index (Σx)² / (n·Σx²): 1 when every contender got as many, 1/n when
+// one got them all.
+func fairness(counts []int) (minShare, maxShare, jain float64) {
+	var sum, sq float64
+	lo, hi := counts[0], counts[0]
+	for _, c := range counts {
+		sum += float64(c)
+		sq += float64(c) * float64(c)
+		lo, hi = min(lo, c), max(hi, c)
+	}
+	if sum == 0 {
+		return 0, 0, 0
+	}
+	mean := sum / float64(len(counts))
+	return float64(lo) / mean, float64(hi) / mean, sum * sum / (float64(len(counts)) * sq)
 }
 
 // hold is the critical section.
@@ -233,23 +312,6 @@ func spin(d time.Duration) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 	}
-}
-
-// roundTrip returns the median PING round trip on a fresh connection.
-func roundTrip(ctx context.Context, addr string) (time.Duration, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	const n = 2000
-	rtts := make([]time.Duration, 0, n)
-	for range n {
-		t0 := time.Now()
-		if err := rdb.Ping(ctx).Err(); err != nil {
-			return 0, err
-		}
-		rtts = append(rtts, time.Since(t0))
-	}
-	slices.Sort(rtts)
-	return rtts[n/2], nil
 }
 
 // criticalSection returns the mean duration the critical section really takes alone.
@@ -280,10 +342,22 @@ func median(rs []run) run {
 	m.p99 = time.Duration(pick(func(r run) float64 { return float64(r.p99) }))
 	m.commandsPerAcq = pick(func(r run) float64 { return r.commandsPerAcq })
 	m.critical = time.Duration(pick(func(r run) float64 { return float64(r.critical) }))
-	m.contendedErrors = 0
+	m.contendedErrors, m.uncontendedErrors = 0, 0
 	m.wakes = lock.Stats{}
+	// Fairness: the worst round.
 	for _, r := range rs {
+		m.longestLater = max(m.longestLater, r.longestLater)
+		if r.longest >= m.longest {
+			m.longest, m.longestAt, m.longestNth, m.stall = r.longest, r.longestAt, r.longestNth, r.stall
+		}
+		m.minShare = min(m.minShare, r.minShare)
+		m.maxShare = max(m.maxShare, r.maxShare)
+		m.jain = min(m.jain, r.jain)
+		if r.setupError != nil {
+			m.setupError = r.setupError
+		}
 		m.contendedErrors += r.contendedErrors
+		m.uncontendedErrors += r.uncontendedErrors
 		if r.uncontendedError != nil {
 			m.uncontendedError = r.uncontendedError
 		}
