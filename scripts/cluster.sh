@@ -20,7 +20,7 @@
 #                       <run dir>/nginx/logs/access.log (default 0: no access log)
 #   SECKILL_MYSQL_DSN   go-sql-driver DSN; the database is created if missing
 #                       (default root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC)
-#   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379)
+#   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379, unless SECKILL_REDIS_SENTINEL is set)
 #   SECKILL_ADMIN_TOKEN (default loadtest-admin-token)
 #   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY   passed to every instance
 #                       (defaults redis, 10s, 0s — see docs/loadtest.md for the delay)
@@ -38,7 +38,12 @@ NGINX_ADDR=127.0.0.1:$NGINX_PORT
 GO=${GO:-go}
 
 export SECKILL_MYSQL_DSN=${SECKILL_MYSQL_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
-export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
+# SECKILL_REDIS_SENTINEL (make chaos's sentinel experiment) replaces SECKILL_REDIS_ADDR.
+if [[ -n ${SECKILL_REDIS_SENTINEL:-} ]]; then
+	unset SECKILL_REDIS_ADDR
+else
+	export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
+fi
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-loadtest-admin-token}
 export SECKILL_LOCK=${SECKILL_LOCK:-redis}
 export SECKILL_LOCK_TTL=${SECKILL_LOCK_TTL:-10s}

@@ -42,7 +42,7 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs := flag.NewFlagSet("chaos-check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f chaosFlags
-	fs.StringVar(&f.experiment, "experiment", "", "capacity, kill-instance, redis-kill, mariadb-kill, mariadb-freeze, redis-latency or overload")
+	fs.StringVar(&f.experiment, "experiment", "", "capacity, kill-instance, redis-kill, mariadb-kill, mariadb-freeze, redis-latency, overload or sentinel")
 	fs.StringVar(&f.dir, "dir", "", "what `harness load` wrote for the experiment")
 	fs.StringVar(&f.capacityDir, "capacity-dir", "", "overload: the closed-loop capacity run of the same cluster")
 	fs.StringVar(&f.events, "events", "", "file of 'NAME UNIX-SECONDS' lines: when chaos.sh did what")
@@ -75,7 +75,7 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return checkCapacity(c, f, as)
 	case "kill-instance":
 		err = checkKillInstance(c, f, as)
-	case "redis-kill", "mariadb-kill", "mariadb-freeze":
+	case "redis-kill", "mariadb-kill", "mariadb-freeze", "sentinel":
 		err = checkStoreOutage(c, f, as, ev)
 	case "redis-latency":
 		err = checkRedisLatency(c, as, ev)
@@ -232,7 +232,7 @@ func checkStoreOutage(c *chaosCheck, f chaosFlags, as []attempt, ev map[string]t
 	peak := peakGoroutines(c, f)
 	c.threshold("go_goroutines of an instance, peak", fmt.Sprintf("<= %.0f", f.goroutines), fmt.Sprintf("%.0f", peak), peak <= f.goroutines)
 	checkUnserved(c, as)
-	if f.experiment == "redis-kill" {
+	if f.experiment == "redis-kill" || f.experiment == "sentinel" {
 		n, err := countInLogs(f.instanceLogs, "for key 'PRIMARY'")
 		if err != nil {
 			return err
