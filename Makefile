@@ -112,6 +112,27 @@ lockbench: services-up
 lockbench-redis:
 	cd loadtest/lockbench && $(GO) run . -only Redis,bsm,redsync -kill=false -nodeloss-port 0 -duration 1s -rounds 5
 
+## ---- chaos (docs/chaos.md) ----
+TOXIPROXY_VERSION ?= v2.5.0
+TOXIPROXY         ?= $(CURDIR)/.tools/bin/toxiproxy-server
+
+.PHONY: chaos chaos-ci toxiproxy
+
+## toxiproxy: install the pinned toxiproxy server into .tools/bin when absent (its command is cmd/server)
+toxiproxy: $(TOXIPROXY)
+$(TOXIPROXY):
+	GOBIN=$(CURDIR)/.tools/toxiproxy-$(TOXIPROXY_VERSION) $(GO) install github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION)
+	mkdir -p $(dir $(TOXIPROXY)) && mv $(CURDIR)/.tools/toxiproxy-$(TOXIPROXY_VERSION)/server $(TOXIPROXY)
+
+## chaos: faults under load (own MariaDB and Redis, toxiproxy, two instances behind nginx), each with
+## its thresholds and the SQL verdict; exits 1 on any FAIL (about 10 min here, see docs/chaos.md)
+chaos: $(TOXIPROXY)
+	TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
+
+## chaos-ci: the short version (shorter load and outages, no MariaDB kill, no Sentinel), about 3 min
+chaos-ci: $(TOXIPROXY)
+	CHAOS_SHORT=1 TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
+
 ## ---- extra lock servers (scripts/services.sh): RedLock's five Redis nodes, ZooKeeper ----
 .PHONY: services-up services-down services-status
 

@@ -8,6 +8,8 @@
 #   scripts/cluster.sh up       build, create the database, migrate, start everything, wait healthy
 #   scripts/cluster.sh status   each part, its pid and its health; exit 1 if any part is down
 #   scripts/cluster.sh down     stop what `up` started, by the pids it recorded
+#   scripts/cluster.sh start-instance N   start instance N again after it died (make chaos)
+#   scripts/cluster.sh ensure-pkg CMD PKG install Debian's PKG when CMD is missing (make chaos)
 #
 # Settings (environment):
 #   CLUSTER_INSTANCES   number of seckill instances            (default 2)
@@ -18,9 +20,11 @@
 #                       instances sharing a machine's cores, as a CPU quota per container would)
 #   CLUSTER_PPROF_BASE_PORT  set: instance i serves Go's profiles on 127.0.0.1:(this + i - 1)
 #                       (SECKILL_PPROF_ADDR; default unset: none)
+#   CLUSTER_NGINX_ACCESS_LOG  1: log every request with its upstream attempts to
+#                       <run dir>/nginx/logs/access.log (default 0: no access log)
 #   SECKILL_MYSQL_DSN   go-sql-driver DSN; the database is created if missing
 #                       (default root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC)
-#   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379)
+#   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379, unless SECKILL_REDIS_SENTINEL is set)
 #   SECKILL_ADMIN_TOKEN (default loadtest-admin-token)
 #   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY   passed to every instance
 #                       (defaults redis, 10s, 0s — see docs/loadtest.md for the delay)
@@ -44,7 +48,12 @@ PROCS=${CLUSTER_GOMAXPROCS:-$(($(nproc) / INSTANCES))}
 GO=${GO:-go}
 
 export SECKILL_MYSQL_DSN=${SECKILL_MYSQL_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
-export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
+# SECKILL_REDIS_SENTINEL (make chaos's sentinel experiment) replaces SECKILL_REDIS_ADDR.
+if [[ -n ${SECKILL_REDIS_SENTINEL:-} ]]; then
+	unset SECKILL_REDIS_ADDR
+else
+	export SECKILL_REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
+fi
 export SECKILL_ADMIN_TOKEN=${SECKILL_ADMIN_TOKEN:-loadtest-admin-token}
 export SECKILL_LOCK=${SECKILL_LOCK:-redis}
 export SECKILL_LOCK_TTL=${SECKILL_LOCK_TTL:-10s}
@@ -109,6 +118,27 @@ nginx_bin() { command -v nginx 2>/dev/null || echo /usr/sbin/nginx; }
 
 instance_port() { echo $((BASE_PORT + $1 - 1)); }
 
+# start_instance N: instance N in the background, appending to its log.
+start_instance() {
+	SECKILL_HTTP_ADDR=127.0.0.1:$(instance_port "$1") GOMAXPROCS=$PROCS \
+		SECKILL_PPROF_ADDR=${CLUSTER_PPROF_BASE_PORT:+127.0.0.1:$((${CLUSTER_PPROF_BASE_PORT:-0} + $1 - 1))} \
+		nohup "$ROOT/bin/seckill" serve \
+		>>"$RUN_DIR/seckill-$1.log" 2>&1 </dev/null &
+	echo $! >"$RUN_DIR/seckill-$1.pid"
+}
+
+# cmd_start_instance N: start instance N again (after a crash), as `up` did, and wait until ready.
+cmd_start_instance() {
+	local i=${1:-} port
+	[[ $i =~ ^[1-9][0-9]*$ && $i -le $INSTANCES ]] || die "start-instance: want an instance number 1..$INSTANCES"
+	alive "$RUN_DIR/seckill-$i.pid" bin/seckill && die "instance $i already runs"
+	port=$(instance_port "$i")
+	ss -Hltn "sport = :$port" | grep -q . && die "port $port is taken (ss -ltnp to see by what)"
+	start_instance "$i"
+	wait_http "http://127.0.0.1:$port/readyz" 30 "$RUN_DIR/seckill-$i.pid" || die "instance $i on :$port did not become ready (log: $RUN_DIR/seckill-$i.log)"
+	log "instance $i ready on 127.0.0.1:$port (pid $(<"$RUN_DIR/seckill-$i.pid"))"
+}
+
 cmd_up() {
 	local i port n params
 	mkdir -p "$RUN_DIR"
@@ -143,13 +173,9 @@ cmd_up() {
 	esac
 	: >"$RUN_DIR/instances"
 	for ((i = 1; i <= INSTANCES; i++)); do
-		port=$(instance_port "$i")
-		SECKILL_HTTP_ADDR=127.0.0.1:$port GOMAXPROCS=$PROCS \
-			SECKILL_PPROF_ADDR=${CLUSTER_PPROF_BASE_PORT:+127.0.0.1:$((${CLUSTER_PPROF_BASE_PORT:-0} + i - 1))} \
-			nohup "$ROOT/bin/seckill" serve \
-			>"$RUN_DIR/seckill-$i.log" 2>&1 </dev/null &
-		echo $! >"$RUN_DIR/seckill-$i.pid"
-		echo "http://127.0.0.1:$port" >>"$RUN_DIR/instances"
+		: >"$RUN_DIR/seckill-$i.log"
+		start_instance "$i"
+		echo "http://127.0.0.1:$(instance_port "$i")" >>"$RUN_DIR/instances"
 	done
 	for ((i = 1; i <= INSTANCES; i++)); do
 		port=$(instance_port "$i")
@@ -166,6 +192,15 @@ cmd_up() {
 	mkdir -p "$n/conf" "$n/logs"
 	sed "s/^\([[:space:]]*\)listen 8080\([ ;]\)/\1listen $NGINX_ADDR\2/" "$ROOT/deploy/nginx/nginx.conf" >"$n/conf/nginx.conf"
 	grep -q "listen $NGINX_ADDR[ ;]" "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'listen 8080' line to pin to loopback"
+	if [[ ${CLUSTER_NGINX_ACCESS_LOG:-0} == 1 ]]; then
+		# One line per request with every upstream attempt: make chaos reads it (docs/chaos.md).
+		awk -v q="'" '/^[[:space:]]*access_log off;/ {
+			print "    log_format chaos " q "$msec|$request_method|$status|$upstream_status|$upstream_bytes_sent|$upstream_addr|$request_time" q ";"
+			print "    access_log logs/access.log chaos;"
+			next
+		} { print }' "$n/conf/nginx.conf" >"$n/conf/nginx.conf.tmp" && mv "$n/conf/nginx.conf.tmp" "$n/conf/nginx.conf"
+		grep -q 'access_log logs/access.log chaos;' "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'access_log off;' line to replace"
+	fi
 	# The server lines' parameters (max_fails=0) are those of deploy/nginx/upstream.conf.
 	params=$(sed -n 's/^[[:space:]]*server[[:space:]]\{1,\}[^[:space:];]\{1,\}\([^;]*\);.*/\1/p' "$ROOT/deploy/nginx/upstream.conf" | head -n 1)
 	[[ -n $params ]] || die "deploy/nginx/upstream.conf has no 'server ADDRESS PARAMETERS;' line"
@@ -231,10 +266,12 @@ cmd_status() {
 
 case ${1:-} in
 up) cmd_up ;;
+start-instance) cmd_start_instance "${2:-}" ;;
+ensure-pkg) ensure_pkg "${2:?ensure-pkg COMMAND PACKAGE}" "${3:?ensure-pkg COMMAND PACKAGE}" ;;
 down) cmd_down ;;
 status) cmd_status ;;
 *)
-	echo "usage: $0 up|down|status" >&2
+	echo "usage: $0 up|down|status|start-instance N" >&2
 	exit 2
 	;;
 esac

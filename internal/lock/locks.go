@@ -7,17 +7,21 @@ package lock
 type SimpleRedisLocks struct {
 	client  RedisClient
 	process string
+	strays  *strays
 }
 
 // NewSimpleRedisLocks returns the SimpleRedisLocks of process (from NewProcessID, one per
-// process or service instance) on client.
+// process or service instance) on client. Its locks share the retries of the cleanups that
+// failed after a lost reply (see SimpleRedisLock.TryLock).
 func NewSimpleRedisLocks(client RedisClient, process string) *SimpleRedisLocks {
-	return &SimpleRedisLocks{client: client, process: process}
+	return &SimpleRedisLocks{client: client, process: process, strays: newStrays(client)}
 }
 
 // New returns the SimpleRedisLock named name.
 func (s *SimpleRedisLocks) New(name string) Lock {
-	return NewSimpleRedisLock(s.client, s.process, name)
+	l := NewSimpleRedisLock(s.client, s.process, name)
+	l.strays = s.strays
+	return l
 }
 
 // ReentrantLocks makes a Client's ReentrantLocks.

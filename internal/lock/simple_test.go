@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -232,6 +233,113 @@ func TestSimpleRedisLockCleansUpALostReply(t *testing.T) {
 			require.Error(t, err)
 			assert.False(t, ok)
 			assert.Equal(t, "another-owner", srv.Client.Get(ctx, held.Key()).Val(), "another owner's lock is untouched")
+		})
+	}
+}
+
+// scriptsDownHook fails every script while down is set, as a Redis whose replies come late
+// does: the cleanup after a lost SET reply cannot get through.
+type scriptsDownHook struct{ down *atomic.Bool }
+
+func (scriptsDownHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h scriptsDownHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.down.Load() && (cmd.Name() == "evalsha" || cmd.Name() == "eval") {
+			cmd.SetErr(errLostReply)
+			return errLostReply
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (scriptsDownHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestSimpleRedisLocksRetryAFailedCleanup: when the cleanup after a lost SET reply fails too,
+// a lock of SimpleRedisLocks retries it in the background, so the user's lock is free again
+// once Redis answers, not after the TTL; meanwhile its owner does not SET the same value again.
+func TestSimpleRedisLocksRetryAFailedCleanup(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			var down atomic.Bool
+			lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+			t.Cleanup(func() { _ = lossy.Close() })
+			lossy.AddHook(lostReplyHook{})
+			lossy.AddHook(scriptsDownHook{&down})
+			locks := lock.NewSimpleRedisLocks(lossy, lock.NewProcessID())
+			name := testenv.Unique("stray-")
+			l := locks.New(name).(*lock.SimpleRedisLock)
+			t.Cleanup(func() { srv.Client.Del(ctx, l.Key()) })
+
+			down.Store(true)
+			ok, err := l.TryLock(ctx, time.Hour)
+			require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+			assert.False(t, ok)
+			stranded := srv.Client.Get(ctx, l.Key()).Val()
+			require.NotEmpty(t, stranded, "the lost SET took the lock and its cleanup failed")
+
+			ok, err = locks.New(name).TryLock(ctx, time.Hour)
+			require.ErrorIs(t, err, lock.ErrStrayPending, "the owner of the stray does not take it again while its cleanup is pending")
+			assert.False(t, ok)
+
+			down.Store(false)
+			require.Eventually(t, func() bool { return srv.Client.Exists(ctx, l.Key()).Val() == 0 },
+				10*time.Second, 10*time.Millisecond, "the retried cleanup deletes the stray lock, long before its hour")
+			// From this goroutine (the stray's owner): once the stray is forgotten, the SET is
+			// sent again (and here loses its reply; its cleanup now succeeds).
+			var sent bool
+			for deadline := time.Now().Add(10 * time.Second); !sent && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				_, err = locks.New(name).TryLock(ctx, time.Hour)
+				sent = errors.Is(err, os.ErrDeadlineExceeded)
+			}
+			assert.True(t, sent, "the stray is forgotten once its cleanup was answered")
+			assert.Zero(t, srv.Client.Exists(ctx, l.Key()).Val())
+		})
+	}
+}
+
+// TestSimpleRedisLocksRetryAnUnansweredUnlock: an Unlock without an answer is retried in the
+// background like a failed cleanup, so the lock does not outlive Redis's stall by a whole TTL.
+func TestSimpleRedisLocksRetryAnUnansweredUnlock(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			var down atomic.Bool
+			c := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+			t.Cleanup(func() { _ = c.Close() })
+			c.AddHook(scriptsDownHook{&down})
+			locks := lock.NewSimpleRedisLocks(c, lock.NewProcessID())
+			name := testenv.Unique("unanswered-")
+			l := locks.New(name).(*lock.SimpleRedisLock)
+			t.Cleanup(func() { srv.Client.Del(ctx, l.Key()) })
+
+			ok, err := l.TryLock(ctx, time.Hour)
+			require.NoError(t, err)
+			require.True(t, ok)
+			down.Store(true)
+			require.Error(t, l.Unlock(ctx))
+			require.EqualValues(t, 1, srv.Client.Exists(ctx, l.Key()).Val(), "the unlock did not get through")
+			ok, err = locks.New(name).TryLock(ctx, time.Hour)
+			require.ErrorIs(t, err, lock.ErrStrayPending, "held until the retried unlock is answered")
+			assert.False(t, ok)
+
+			down.Store(false)
+			require.Eventually(t, func() bool { return srv.Client.Exists(ctx, l.Key()).Val() == 0 },
+				10*time.Second, 10*time.Millisecond, "the retried unlock deletes the lock, long before its hour")
+			// From this goroutine (the owner): the lock is ours to take again once the retried
+			// unlock was answered (and the retries have ended before the client closes).
+			again := locks.New(name)
+			for deadline := time.Now().Add(10 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+				ok, err = again.TryLock(ctx, time.Hour)
+				if err != nil {
+					require.ErrorIs(t, err, lock.ErrStrayPending)
+				}
+			}
+			require.True(t, ok, "the unanswered unlock is forgotten once answered")
+			require.NoError(t, again.Unlock(ctx))
 		})
 	}
 }

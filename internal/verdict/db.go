@@ -85,3 +85,18 @@ func orderOwners(ctx context.Context, db *sql.DB, in string, ids []any) (map[str
 	}
 	return inDB, nil
 }
+
+// Orders reads the orders of the vouchers ids, keyed by decimal order id: for a client that
+// must look up an order whose 201 it lost (a retry answered already_ordered carries no id).
+func Orders(ctx context.Context, db *database.DB, ids []int64) (map[string]Owner, error) {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return nil, err
+	}
+	args := make([]any, 0, len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+	return orderOwners(ctx, sqlDB, in, args)
+}

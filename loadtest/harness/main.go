@@ -6,6 +6,8 @@
 //	harness createdb -dsn DSN
 //	harness verify   -dsn DSN -summary run/loadtest/summary.json -orders run/loadtest/orders.log -instances run/cluster/instances [-expect-failure]
 //	harness baseline -dsn DSN [-workers 64] [-duration 20s]
+//	harness load -url URL -out DIR [-mode open -rate 50 | -mode closed -workers 64] [-retry]
+//	harness chaos-check -experiment NAME -dir DIR -events FILE -dsn DSN ...
 package main
 
 import (
@@ -23,6 +25,8 @@ commands:
   createdb   create the database named in -dsn if it does not exist
   verify     check a k6 run against the database and the instances' /metrics; a verdict table
   baseline   drive the order transaction straight at the database: its orders/s, no HTTP, no lock
+  load       drive orders through nginx (open or closed loop, retrying as a client should) for make chaos
+  chaos-check  one chaos experiment's figures and thresholds, and the SQL verdict (scripts/chaos.sh)
 `
 
 func main() {
@@ -48,6 +52,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runVerify(ctx, rest, stdout, stderr)
 	case "baseline":
 		return runBaseline(ctx, rest, stdout, stderr)
+	case "load":
+		return runLoad(ctx, rest, stdout, stderr)
+	case "chaos-check":
+		return runChaosCheck(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

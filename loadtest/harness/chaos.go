@@ -1,0 +1,485 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// chaosCheck is one experiment's figures and thresholds.
+type chaosCheck struct {
+	w      io.Writer
+	failed []string
+}
+
+// threshold prints one measured figure against what it must be, and remembers a failure.
+func (c *chaosCheck) threshold(name, want, got string, ok bool) {
+	mark := "PASS"
+	if !ok {
+		mark = "FAIL"
+		c.failed = append(c.failed, name)
+	}
+	fmt.Fprintf(c.w, "  %-4s %-58s want %-12s got %s\n", mark, name, want, got)
+}
+
+func (c *chaosCheck) figure(format string, a ...any) { fmt.Fprintf(c.w, "  "+format+"\n", a...) }
+
+type chaosFlags struct {
+	experiment, dir, capacityDir, events, dsn, instancesFile, nginxLog, nginxErrorLog, instanceLogs string
+	bound, recovery, overloadP99                                                                    time.Duration
+	goroutines                                                                                      float64
+	rateFactor, goodput                                                                             float64
+}
+
+func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("chaos-check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f chaosFlags
+	fs.StringVar(&f.experiment, "experiment", "", "capacity, kill-instance, redis-kill, mariadb-kill, mariadb-freeze, redis-latency, overload or sentinel")
+	fs.StringVar(&f.dir, "dir", "", "what `harness load` wrote for the experiment")
+	fs.StringVar(&f.capacityDir, "capacity-dir", "", "overload: the closed-loop capacity run of the same cluster")
+	fs.StringVar(&f.events, "events", "", "file of 'NAME UNIX-SECONDS' lines: when chaos.sh did what")
+	fs.StringVar(&f.dsn, "dsn", "", "go-sql-driver DSN of the service's database (the SQL verdict)")
+	fs.StringVar(&f.instancesFile, "instances-file", "", "the instances' base URLs, one a line (their /metrics)")
+	fs.StringVar(&f.nginxLog, "nginx-log", "", "nginx access log in scripts/cluster.sh's chaos format")
+	fs.StringVar(&f.nginxErrorLog, "nginx-error-log", "", "nginx error log (dropped connections)")
+	fs.StringVar(&f.instanceLogs, "instance-logs", "", "glob of the instances' logs (primary-key clashes)")
+	fs.DurationVar(&f.bound, "bound", 3*time.Second, "a store that is down or frozen is answered 503 within this")
+	fs.DurationVar(&f.recovery, "recovery", time.Second, "the first order after a store is back succeeds within this")
+	fs.DurationVar(&f.overloadP99, "overload-p99", 50*time.Millisecond, "p99 latency of the 503 overloaded answers")
+	fs.Float64Var(&f.goroutines, "goroutines", 500, "bound of go_goroutines of each instance during a fault")
+	fs.Float64Var(&f.rateFactor, "rate-factor", 3, "capacity: the open-loop rate written to rate.txt is this × capacity")
+	fs.Float64Var(&f.goodput, "goodput", 0.9, "overload: orders/s must be at least this × capacity")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c := &chaosCheck{w: stdout}
+	as, err := readAttempts(filepath.Join(f.dir, "requests.csv"))
+	if err != nil {
+		return err
+	}
+	ev, err := readEvents(f.events)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "== %s: %s\n", f.experiment, describeAttempts(as))
+	switch f.experiment {
+	case "capacity":
+		return checkCapacity(c, f, as)
+	case "kill-instance":
+		err = checkKillInstance(c, f, as)
+	case "redis-kill", "mariadb-kill", "mariadb-freeze", "sentinel":
+		err = checkStoreOutage(c, f, as, ev)
+	case "redis-latency":
+		err = checkRedisLatency(c, as, ev)
+	case "overload":
+		err = checkOverload(c, f, as)
+	default:
+		return fmt.Errorf("chaos-check: unknown -experiment %q", f.experiment)
+	}
+	if err != nil {
+		return err
+	}
+	if f.dsn != "" {
+		ok, err := chaosVerdict(ctx, stdout, f, as)
+		if err != nil {
+			return err
+		}
+		c.threshold("SQL verdict (harness verify)", "PASS", passFail(ok), ok)
+	}
+	if len(c.failed) > 0 {
+		fmt.Fprintf(stdout, "RESULT %s: FAIL (%s)\n", f.experiment, strings.Join(c.failed, "; "))
+		return errors.New("chaos-check: " + f.experiment + " failed")
+	}
+	fmt.Fprintf(stdout, "RESULT %s: PASS\n", f.experiment)
+	return nil
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func describeAttempts(as []attempt) string {
+	users := map[int64]bool{}
+	byCode := map[string]int{}
+	for _, a := range as {
+		users[a.User] = true
+		byCode[a.Code]++
+	}
+	return fmt.Sprintf("%d users, %d requests: %s", len(users), len(as), formatCounts(byCode))
+}
+
+// ordersPerSec is the rate of 201s of phase: created answers over the time their requests arrived.
+func ordersPerSec(as []attempt, phase string) (rate float64, created int, window time.Duration) {
+	var first, last time.Time
+	for _, a := range as {
+		if a.Phase != phase {
+			continue
+		}
+		if first.IsZero() || a.Start.Before(first) {
+			first = a.Start
+		}
+		if a.End.After(last) {
+			last = a.End
+		}
+		if a.Code == codeCreated {
+			created++
+		}
+	}
+	window = last.Sub(first)
+	if window <= 0 {
+		return 0, created, 0
+	}
+	return float64(created) / window.Seconds(), created, window
+}
+
+func checkCapacity(c *chaosCheck, f chaosFlags, as []attempt) error {
+	rate, created, window := ordersPerSec(as, phaseMain)
+	lat := latencies(as, func(a attempt) bool { return a.Code == codeCreated })
+	c.figure("capacity (closed loop): %d orders in %.1f s = %.1f orders/s; 201 latency p50 %s p99 %s",
+		created, window.Seconds(), rate, ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
+	if rate <= 0 {
+		return errors.New("chaos-check: capacity: no orders")
+	}
+	open := rate * f.rateFactor
+	c.figure("open-loop rate for the overload experiment: %.0f users/s (%.1f × capacity)", open, f.rateFactor)
+	return os.WriteFile(filepath.Join(f.dir, "rate.txt"), fmt.Appendf(nil, "%.0f\n%.3f\n", open, rate), 0o644)
+}
+
+// unserved counts the users that never got an order (a 201 or a 409 already_ordered).
+func unserved(as []attempt) (users, without int) {
+	served := map[int64]bool{}
+	for _, a := range as {
+		served[a.User] = served[a.User] || a.Code == codeCreated || a.Code == "already_ordered"
+	}
+	for _, ok := range served {
+		if !ok {
+			without++
+		}
+	}
+	return len(served), without
+}
+
+func checkUnserved(c *chaosCheck, as []attempt) {
+	users, without := unserved(as)
+	c.threshold("users who retried until served, without an order", "0", fmt.Sprintf("%d of %d", without, users), without == 0)
+}
+
+func checkKillInstance(c *chaosCheck, f chaosFlags, as []attempt) error {
+	checkUnserved(c, as)
+	if f.nginxLog == "" {
+		return errors.New("chaos-check: kill-instance needs -nginx-log")
+	}
+	nf, err := readNginxLog(f.nginxLog)
+	if err != nil {
+		return err
+	}
+	c.figure("nginx: %d requests, %d × 502, %d passed on before anything was sent (connect failed)", nf.Requests, nf.Status502, nf.MovedUnsent)
+	c.threshold("POSTs passed to another instance after being sent", "0", fmt.Sprint(nf.RetriedPOSTs), nf.RetriedPOSTs == 0)
+	return nil
+}
+
+func readNginxLog(path string) (nginxFacts, error) {
+	r, err := os.Open(path)
+	if err != nil {
+		return nginxFacts{}, fmt.Errorf("nginx log: %w", err)
+	}
+	defer r.Close()
+	return parseNginxLog(r)
+}
+
+// checkStoreOutage judges a store killed or frozen between the events fault_start and
+// fault_end, answering again at store_up.
+func checkStoreOutage(c *chaosCheck, f chaosFlags, as []attempt, ev map[string]time.Time) error {
+	start, end, up := ev["fault_start"], ev["fault_end"], ev["store_up"]
+	if start.IsZero() || end.IsZero() || up.IsZero() {
+		return errors.New("chaos-check: events need fault_start, fault_end and store_up")
+	}
+	c.figure("fault %s → %s (%.1f s); store answering %.2f s after fault_end", clock(start), clock(end), end.Sub(start).Seconds(), up.Sub(end).Seconds())
+	printTimeline(c, as, start.Add(-2*time.Second), up.Add(3*time.Second), start, up)
+	// Answered while the store was away: every one a 503. With Sentinel the end of the fault is
+	// when a poll of the sentinels sees the switch, which the service's failover client (told
+	// by +switch-master) may beat: a 201 then is the service back early, not a fault.
+	allowed := func(a attempt) bool { return a.Status == 503 || (f.experiment == "sentinel" && a.Code == codeCreated) }
+	var during, not503 int
+	other := map[string]int{}
+	var worst time.Duration
+	for _, a := range as {
+		if !a.Start.Before(start) && a.End.Before(end) {
+			during++
+			if !allowed(a) {
+				not503++
+				other[a.Code]++
+			}
+		}
+		// Anything in flight while the store was away is answered within the bound.
+		if a.End.After(start) && a.Start.Before(end) {
+			worst = max(worst, a.latency())
+		}
+	}
+	c.threshold("requests answered during the fault", "> 0", fmt.Sprint(during), during > 0)
+	name := "of those, answers other than 503"
+	if f.experiment == "sentinel" {
+		name += " (or 201 on the new primary)"
+	}
+	c.threshold(name, "0", fmt.Sprintf("%d %s", not503, formatCounts(other)), not503 == 0)
+	c.threshold("slowest answer to a request in flight during the fault", "<= "+f.bound.String(), ms(worst), worst <= f.bound)
+	rec, ok := recoveryAfter(as, up)
+	c.threshold("first order after the store answers again", "<= "+f.recovery.String(), recString(rec, ok), ok && rec <= f.recovery)
+	peak := peakGoroutines(c, f)
+	c.threshold("go_goroutines of an instance, peak", fmt.Sprintf("<= %.0f", f.goroutines), fmt.Sprintf("%.0f", peak), peak <= f.goroutines)
+	checkUnserved(c, as)
+	if f.experiment == "redis-kill" || f.experiment == "sentinel" {
+		n, err := countInLogs(f.instanceLogs, "for key 'PRIMARY'")
+		if err != nil {
+			return err
+		}
+		c.threshold("primary-key clashes in the instances' logs", "0", fmt.Sprint(n), n == 0)
+	}
+	return nil
+}
+
+func recString(d time.Duration, ok bool) string {
+	if !ok {
+		return "no order after it"
+	}
+	return ms(d)
+}
+
+// recoveryAfter is how long after t the first request that started after t was answered 201.
+func recoveryAfter(as []attempt, t time.Time) (time.Duration, bool) {
+	var first time.Time
+	for _, a := range as {
+		if a.Code == codeCreated && !a.Start.Before(t) && (first.IsZero() || a.End.Before(first)) {
+			first = a.End
+		}
+	}
+	return first.Sub(t), !first.IsZero()
+}
+
+func peakGoroutines(c *chaosCheck, f chaosFlags) float64 {
+	ws, err := readWatch(filepath.Join(f.dir, "watch.csv"))
+	if err != nil || len(ws) == 0 {
+		c.figure("no /metrics samples (%v)", err)
+		return 1e9
+	}
+	var peak, fds float64
+	var reads, misses int
+	for _, s := range ws {
+		reads++
+		if s.Err {
+			misses++
+			continue
+		}
+		peak = max(peak, s.Goroutines)
+		fds = max(fds, s.OpenFDs)
+	}
+	c.figure("/metrics read every 250 ms: %d reads (%d unanswered); peak go_goroutines %.0f, peak open fds %.0f", reads, misses, peak, fds)
+	return peak
+}
+
+func countInLogs(glob, needle string) (int, error) {
+	if glob == "" {
+		return 0, errors.New("chaos-check: -instance-logs is needed")
+	}
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		return 0, fmt.Errorf("chaos-check: no instance logs match %q", glob)
+	}
+	n := 0
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return 0, err
+		}
+		n += strings.Count(string(b), needle)
+	}
+	return n, nil
+}
+
+// checkRedisLatency judges Redis replies slowed down by toxiproxy with spikes between the
+// events spike1_start … spikeN_end.
+func checkRedisLatency(c *chaosCheck, as []attempt, ev map[string]time.Time) error {
+	var lastEnd time.Time
+	for i := 1; ; i++ {
+		s, e := ev[fmt.Sprintf("spike%d_start", i)], ev[fmt.Sprintf("spike%d_end", i)]
+		if s.IsZero() || e.IsZero() {
+			break
+		}
+		c.figure("spike %d: %s → %s (%.1f s)", i, clock(s), clock(e), e.Sub(s).Seconds())
+		lastEnd = e
+	}
+	if lastEnd.IsZero() {
+		return errors.New("chaos-check: redis-latency: no spike events")
+	}
+	first := as[0].Start
+	for _, a := range as {
+		if a.Start.Before(first) {
+			first = a.Start
+		}
+	}
+	printTimeline(c, as, first, lastEnd.Add(5*time.Second), ev["spike1_start"], lastEnd)
+	var inProgress, inProgressAfter, after int
+	settle := lastEnd.Add(time.Second)
+	for _, a := range as {
+		if a.Code == "order_in_progress" {
+			inProgress++
+		}
+		if !a.Start.Before(settle) {
+			after++
+			if a.Code == "order_in_progress" {
+				inProgressAfter++
+			}
+		}
+	}
+	c.figure("order_in_progress answers over the whole run: %d (each user has one request at a time: another attempt's lock still held)", inProgress)
+	c.threshold("requests started > 1 s after the last spike", "> 0", fmt.Sprint(after), after > 0)
+	c.threshold("of those, order_in_progress (a stranded lock)", "0", fmt.Sprint(inProgressAfter), inProgressAfter == 0)
+	checkUnserved(c, as)
+	return nil
+}
+
+func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
+	if f.capacityDir == "" {
+		return errors.New("chaos-check: overload needs -capacity-dir")
+	}
+	capAs, err := readAttempts(filepath.Join(f.capacityDir, "requests.csv"))
+	if err != nil {
+		return err
+	}
+	capacity, _, _ := ordersPerSec(capAs, phaseMain)
+	rate, created, window := ordersPerSec(as, phaseMain)
+	var requests int
+	byCode := map[string]int{}
+	for _, a := range as {
+		if a.Phase == phaseMain {
+			requests++
+			byCode[a.Code]++
+		}
+	}
+	c.figure("offered %d requests in %.1f s (%.0f/s = %.1f × capacity %.1f orders/s): %s",
+		requests, window.Seconds(), float64(requests)/window.Seconds(), float64(requests)/window.Seconds()/capacity, capacity, formatCounts(byCode))
+	c.threshold("goodput (orders/s) / capacity", fmt.Sprintf(">= %.2f", f.goodput), fmt.Sprintf("%.2f (%d orders, %.1f/s)", rate/capacity, created, rate), rate >= f.goodput*capacity)
+	rest := requests - byCode[codeCreated] - byCode["overloaded"]
+	c.threshold("answers neither 201 nor 503 overloaded", "0", fmt.Sprint(rest), rest == 0)
+	ol := latencies(as, func(a attempt) bool { return a.Phase == phaseMain && a.Code == "overloaded" })
+	c.threshold("503 overloaded latency p99", "<= "+ms(f.overloadP99), fmt.Sprintf("%s (p50 %s, n=%d)", ms(pct(ol, 0.99)), ms(pct(ol, 0.5)), len(ol)), len(ol) > 0 && pct(ol, 0.99) <= f.overloadP99)
+	all := func(code string) int {
+		n := 0
+		for _, a := range as {
+			if a.Code == code {
+				n++
+			}
+		}
+		return n
+	}
+	c.threshold("dropped connections (no HTTP answer)", "0", fmt.Sprint(all(codeConnError)), all(codeConnError) == 0)
+	if f.nginxLog != "" {
+		nf, err := readNginxLog(f.nginxLog)
+		if err != nil {
+			return err
+		}
+		c.threshold("nginx: 504 answers", "0", fmt.Sprint(nf.All504), nf.All504 == 0)
+		c.threshold("nginx: 500 answers of its own", "0", fmt.Sprint(nf.Own500), nf.Own500 == 0)
+		c.threshold("nginx: 502 answers", "0", fmt.Sprint(nf.Status502), nf.Status502 == 0)
+	}
+	if f.nginxErrorLog != "" {
+		n, err := countInLogs(f.nginxErrorLog, "worker_connections are not enough")
+		if err != nil {
+			return err
+		}
+		c.threshold("nginx: 'worker_connections are not enough'", "0", fmt.Sprint(n), n == 0)
+	}
+	// Normal latency: the light head phase; after the load, the tail phase from 1 s on.
+	head := latencies(as, func(a attempt) bool { return a.Phase == phaseHead && a.Code == codeCreated })
+	var mainEnd time.Time
+	for _, a := range as {
+		if a.Phase == phaseMain && a.Start.After(mainEnd) {
+			mainEnd = a.Start
+		}
+	}
+	settled := mainEnd.Add(time.Second)
+	var tail []time.Duration
+	tailOther := 0
+	for _, a := range as {
+		if a.Phase == phaseTail && !a.Start.Before(settled) {
+			tail = append(tail, a.latency())
+			if a.Code != codeCreated {
+				tailOther++
+			}
+		}
+	}
+	slices.Sort(tail)
+	normal := max(2*pct(head, 0.99), 20*time.Millisecond)
+	c.figure("normal latency (light load before): 201 p50 %s p99 %s", ms(pct(head, 0.5)), ms(pct(head, 0.99)))
+	c.threshold("light load from 1 s after: answers other than 201", "0", fmt.Sprintf("%d of %d", tailOther, len(tail)), len(tail) > 0 && tailOther == 0)
+	c.threshold("light load from 1 s after: p99 (2 × normal p99, >= 20 ms)", "<= "+ms(normal), ms(pct(tail, 0.99)), len(tail) > 0 && pct(tail, 0.99) <= normal)
+	return nil
+}
+
+// latencies returns the sorted latencies of the attempts keep accepts.
+func latencies(as []attempt, keep func(attempt) bool) []time.Duration {
+	var out []time.Duration
+	for _, a := range as {
+		if keep(a) {
+			out = append(out, a.latency())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// pct is the p-quantile of sorted (nearest rank); 0 for none.
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+// printTimeline prints one line per second of [from, to): the answers by the second they came.
+func printTimeline(c *chaosCheck, as []attempt, from, to, mark1, mark2 time.Time) {
+	cols := []string{codeCreated, "already_ordered", "unavailable", "overloaded", "order_in_progress"}
+	c.figure("%-14s %8s %8s %8s %8s %8s %8s  %s", "second (UTC)", "201", "409 ao", "503 unav", "503 over", "409 inpr", "other", "max latency")
+	from = from.Truncate(time.Second)
+	for t := from; t.Before(to); t = t.Add(time.Second) {
+		counts := map[string]int{}
+		var worst time.Duration
+		for _, a := range as {
+			if !a.End.Before(t) && a.End.Before(t.Add(time.Second)) {
+				counts[a.Code]++
+				worst = max(worst, a.latency())
+			}
+		}
+		other := 0
+		for k, n := range counts {
+			if !slices.Contains(cols, k) {
+				other += n
+			}
+		}
+		note := ""
+		if !mark1.IsZero() && !mark1.Before(t) && mark1.Before(t.Add(time.Second)) {
+			note += " <- fault"
+		}
+		if !mark2.IsZero() && !mark2.Before(t) && mark2.Before(t.Add(time.Second)) {
+			note += " <- back"
+		}
+		c.figure("%-14s %8d %8d %8d %8d %8d %8d  %s%s", t.UTC().Format("15:04:05"), counts[cols[0]], counts[cols[1]],
+			counts[cols[2]], counts[cols[3]], counts[cols[4]], other, ms(worst), note)
+	}
+}

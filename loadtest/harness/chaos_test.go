@@ -1,0 +1,124 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseNginxLog(t *testing.T) {
+	log := strings.Join([]string{
+		"1.0|POST|201|201|312|127.0.0.1:1|0.010",                        // one attempt
+		"1.1|POST|201|502, 201|0, 312|127.0.0.1:1, 127.0.0.1:2|0.020",   // connect failed, nothing sent: safe
+		"1.2|POST|201|-, 201|-, 312|127.0.0.1:1, 127.0.0.1:2|0.020",     // idem, nginx writes - for no status
+		"1.3|POST|201|502, 201|312, 312|127.0.0.1:1, 127.0.0.1:2|0.020", // sent, then passed on: a retried POST
+		"1.4|GET|200|502, 200|120, 120|127.0.0.1:1, 127.0.0.1:2|0.020",  // a GET may be retried
+		"1.5|POST|502|502|312|127.0.0.1:1|0.001",
+		"1.6|POST|504|504|312|127.0.0.1:1|30.0",
+		"1.7|POST|500|-|-|-|0.000",             // nginx's own 500
+		"1.8|POST|500|500|312|127.0.0.1:1|0.1", // the instance's 500: not nginx's
+	}, "\n")
+	f, err := parseNginxLog(strings.NewReader(log))
+	require.NoError(t, err)
+	assert.Equal(t, 9, f.Requests)
+	assert.Equal(t, 1, f.RetriedPOSTs, "retried POSTs")
+	assert.Equal(t, 2, f.MovedUnsent, "passed on before sending")
+	assert.Equal(t, 1, f.Status502)
+	assert.Equal(t, 1, f.All504)
+	assert.Equal(t, 1, f.Own500)
+
+	_, err = parseNginxLog(strings.NewReader("1.0 POST 201"))
+	assert.Error(t, err, "a line in another format")
+}
+
+func TestClassifyAnswer(t *testing.T) {
+	tests := []struct {
+		status      int
+		body        string
+		code, order string
+	}{
+		{201, `{"orderId":"7312123456789012345"}`, "created", "7312123456789012345"},
+		{409, `{"error":{"code":"already_ordered","message":"x"}}`, "already_ordered", ""},
+		{409, `{"error":{"code":"already_ordered","orderId":"42"}}`, "already_ordered", "42"},
+		{503, `{"error":{"code":"overloaded"}}`, "overloaded", ""},
+		{502, `<html>502 Bad Gateway</html>`, "http_502", ""},
+		{201, `{}`, "http_201", ""},
+	}
+	for _, tt := range tests {
+		code, order := classifyAnswer(tt.status, []byte(tt.body))
+		assert.Equal(t, tt.code, code, tt.body)
+		assert.Equal(t, tt.order, order, tt.body)
+	}
+}
+
+func TestAttemptFinal(t *testing.T) {
+	for _, tt := range []struct {
+		a    attempt
+		want bool
+	}{
+		{attempt{Status: 201, Code: codeCreated}, true},
+		{attempt{Status: 409, Code: "already_ordered"}, true},
+		{attempt{Status: 409, Code: "sold_out"}, true},
+		{attempt{Status: 409, Code: "order_in_progress"}, false},
+		{attempt{Status: 503, Code: "overloaded"}, false},
+		{attempt{Status: 502, Code: "http_502"}, false},
+		{attempt{Status: 0, Code: codeConnError}, false},
+	} {
+		assert.Equal(t, tt.want, tt.a.final(), "%+v", tt.a)
+	}
+}
+
+func TestUnservedAndLostReplies(t *testing.T) {
+	as := []attempt{
+		{User: 1, N: 1, Code: "unavailable"}, {User: 1, N: 2, Code: codeCreated, OrderID: "11"},
+		{User: 2, N: 1, Code: "http_502"}, {User: 2, N: 2, Code: "already_ordered"}, // its 201 was lost
+		{User: 3, N: 1, Code: "overloaded"}, {User: 3, N: 2, Code: "unavailable"}, // gave up
+		{User: 4, N: 1, Code: codeCreated, OrderID: "44"}, {User: 4, N: 1, Code: "already_ordered"}, // a storm
+	}
+	users, without := unserved(as)
+	assert.Equal(t, 4, users)
+	assert.Equal(t, 1, without)
+	assert.Equal(t, []int64{2}, lostReplies(as))
+}
+
+func TestRecoveryAfter(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s, e float64, code string) attempt {
+		return attempt{Start: t0.Add(time.Duration(s * float64(time.Second))), End: t0.Add(time.Duration(e * float64(time.Second))), Code: code}
+	}
+	as := []attempt{
+		at(-1, 0.5, codeCreated), // started before: does not count
+		at(0.1, 0.2, "unavailable"),
+		at(0.3, 0.9, codeCreated),
+		at(0.4, 0.6, codeCreated),
+	}
+	d, ok := recoveryAfter(as, t0)
+	require.True(t, ok)
+	assert.Equal(t, 600*time.Millisecond, d)
+	_, ok = recoveryAfter(as[:2], t0)
+	assert.False(t, ok)
+}
+
+func TestParseAttemptsRoundTrip(t *testing.T) {
+	csv := "1000000000,1500000000,main,7,2,409,already_ordered,\n1000000000,1200000000,head,8,1,201,created,42\n"
+	as, err := parseAttempts(strings.NewReader(csv))
+	require.NoError(t, err)
+	require.Len(t, as, 2)
+	assert.Equal(t, attempt{Start: time.Unix(1, 0), End: time.Unix(1, 500000000), Phase: "main", User: 7, N: 2, Status: 409, Code: "already_ordered"}, as[0])
+	assert.Equal(t, 200*time.Millisecond, as[1].latency())
+	_, err = parseAttempts(strings.NewReader("1,2,main\n"))
+	assert.Error(t, err)
+}
+
+func TestPct(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	assert.Equal(t, 99*time.Millisecond, pct(d, 0.99))
+	assert.Equal(t, 50*time.Millisecond, pct(d, 0.5))
+	assert.Equal(t, time.Duration(0), pct(nil, 0.99))
+}

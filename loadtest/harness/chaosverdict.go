@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/verdict"
+)
+
+// chaosVerdict is `harness verify` for a chaos run: the same checks, with one addition a
+// retrying client needs. A user whose 201 was lost (the instance died, nginx answered 502)
+// and whose retry was answered 409 already_ordered knows it has an order but not its id; the
+// id is looked up in the database by (user, voucher), as such a client would look up its
+// orders, so that the row does not count as an order nobody was told of. Each is printed.
+func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) (bool, error) {
+	summary, err := readSummary(filepath.Join(f.dir, "summary.json"))
+	if err != nil {
+		return false, err
+	}
+	orders, err := readOrdersFile(filepath.Join(f.dir, "orders.log"))
+	if err != nil {
+		return false, err
+	}
+	db, err := database.OpenMySQL(ctx, f.dsn, database.Pool{MaxOpen: 2})
+	if err != nil {
+		return false, fmt.Errorf("chaos verdict: %w", err)
+	}
+	defer db.Close()
+	v := summary.Vouchers[0]
+	lost := lostReplies(as)
+	if len(lost) > 0 {
+		inDB, err := verdict.Orders(ctx, db, []int64{v.ID})
+		if err != nil {
+			return false, fmt.Errorf("chaos verdict: %w", err)
+		}
+		byUser := map[int64]string{}
+		for id, o := range inDB {
+			byUser[o.User] = id
+		}
+		found := 0
+		for _, u := range lost {
+			if id, ok := byUser[u]; ok {
+				orders = append(orders, k6Order{ID: id, User: u, Voucher: v.ID, Scenario: v.Scenario})
+				found++
+			}
+		}
+		fmt.Fprintf(w, "  %d users were answered 409 already_ordered without a 201 before (a lost reply); %d of their orders found by (user, voucher)\n", len(lost), found)
+	}
+	rep := report{Lock: summary.Lock, Facts: verdict.Facts{Client: "the chaos client", Counts: order.Counts{Orders: map[string]float64{}}}}
+	if err := dbFacts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
+		return false, err
+	}
+	if f.instancesFile != "" {
+		urls, err := instanceURLs("", f.instancesFile)
+		if err != nil {
+			return false, err
+		}
+		for _, u := range urls {
+			c, err := scrape(ctx, u)
+			if err != nil {
+				return false, err
+			}
+			rep.Counts = rep.Counts.Add(c)
+			rep.PerInstance = append(rep.PerInstance, c.Total())
+			rep.Instances++
+		}
+	}
+	return printVerdict(w, rep, verdict.Evaluate(rep.Facts), false), nil
+}
+
+// lostReplies lists the users answered already_ordered (without an id) who never saw a 201.
+func lostReplies(as []attempt) []int64 {
+	created := map[int64]bool{}
+	for _, a := range as {
+		if a.OrderID != "" {
+			created[a.User] = true
+		}
+	}
+	seen := map[int64]bool{}
+	var out []int64
+	for _, a := range as {
+		if a.Code == "already_ordered" && a.OrderID == "" && !created[a.User] && !seen[a.User] {
+			seen[a.User] = true
+			out = append(out, a.User)
+		}
+	}
+	return out
+}
