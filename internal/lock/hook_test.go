@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/lock"
 )
 
 // recordHook appends the name of every command the client sends.
@@ -24,8 +26,9 @@ func (h recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-// lostReplyHook runs every SET, then reports a read timeout instead of its reply: the command
-// reached Redis, the answer never came back.
+// lostReplyHook runs every SET, and every run of the SimpleRedisLock's acquire script (its SET
+// NX), then reports a read timeout instead of its reply: the command reached Redis, the
+// answer never came back.
 type lostReplyHook struct{}
 
 var errLostReply = fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
@@ -34,12 +37,25 @@ func (lostReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (lostReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := next(ctx, cmd); err != nil || cmd.Name() != "set" {
+		if err := next(ctx, cmd); err != nil || !takes(cmd) {
 			return err
 		}
 		cmd.SetErr(errLostReply)
 		return errLostReply
 	}
+}
+
+// takes reports whether cmd is a SET or the SimpleRedisLock's acquire script.
+func takes(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "set":
+		return true
+	case "evalsha", "eval":
+		s := lock.SimpleLockScript
+		a := fmt.Sprint(cmd.Args()[1])
+		return a == s.Hash() || a == lock.SimpleLockSource
+	}
+	return false
 }
 
 func (lostReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {

@@ -63,6 +63,10 @@ var (
 
 // The locks that issue fencing tokens.
 var (
+	_ Fenced = (*SimpleRedisLock)(nil)
+	_ Fenced = (*ReentrantLock)(nil)
+	_ Fenced = (*FairLock)(nil)
+	_ Fenced = (*LocalRemoteLock)(nil)
 	_ Fenced = (*MySQLLock)(nil)
 	_ Fenced = (*ZooKeeperLock)(nil)
 )

@@ -19,8 +19,8 @@ import (
 func (f *fixture) holdSlot(t *testing.T) (release func()) {
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil).Once()
 	inside, proceed := make(chan struct{}), make(chan struct{})
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, order.Fence, func(context.Context) error) error {
 			close(inside)
 			<-proceed
 			return nil
@@ -54,7 +54,7 @@ func TestPlaceOverloadedAnswersAtOnce(t *testing.T) {
 
 	release()
 	f.ids.EXPECT().Next(mock.Anything).Return(100, nil).Once()
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
 	_, err = f.svc.Place(context.Background(), 42, 7)
 	assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "admitted again once the slot was freed")
 	assert.Equal(t, 1.0, f.count(order.ResultOverloaded))
@@ -109,8 +109,8 @@ func TestPlaceDeadline(t *testing.T) {
 	f.locks.EXPECT().New("order:42").Return(f.lock)
 	f.lock.EXPECT().TryLock(mock.MatchedBy(within), 5*time.Second).Return(true, nil)
 	f.ids.EXPECT().Next(mock.MatchedBy(within)).Return(99, nil)
-	f.store.EXPECT().Create(mock.MatchedBy(within), mock.Anything, mock.Anything).
-		RunAndReturn(func(ctx context.Context, _ order.Order, process func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.MatchedBy(within), mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(ctx context.Context, _ order.Order, _ order.Fence, process func(context.Context) error) error {
 			return process(ctx)
 		})
 	f.lock.EXPECT().Unlock(mock.Anything).RunAndReturn(func(ctx context.Context) error {
@@ -130,8 +130,8 @@ func TestPlaceClientCanceledIsNotAnError(t *testing.T) {
 	f.expectLocked()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(ctx context.Context, _ order.Order, _ func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(ctx context.Context, _ order.Order, _ order.Fence, _ func(context.Context) error) error {
 			cancel()
 			<-ctx.Done()
 			return ctx.Err()

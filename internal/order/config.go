@@ -40,6 +40,15 @@ type Config struct {
 	Process func(ctx context.Context, userID int64) error
 	// Now is the clock for the sale window and the voucher cache; nil means time.Now.
 	Now func() time.Time
+	// Fencing fences every order write with its lock's fencing token (Kleppmann's): the
+	// write presents the token to the lock_fences row of the lock, and one older than a
+	// token already presented is refused with ErrFenced. The locks must implement
+	// lock.Fenced. With fencing, Timeout may exceed LockTTL: an order that outlives its lease
+	// is refused at the write rather than let a second holder's order through.
+	Fencing bool
+	// TokenSource names the sequence the locks' tokens come from (app passes the lock kind):
+	// fences of different sources are different rows, for their tokens cannot be compared.
+	TokenSource string
 }
 
 // withDefaults fills the zero fields.
@@ -60,13 +69,14 @@ func (c Config) withDefaults() Config {
 func (c Config) EffectiveTimeout() time.Duration { return c.withDefaults().Timeout }
 
 // Validate reports a configuration the service must not run with: an order deadline that is
-// not shorter than the lock's lease (the lock could lapse while its order still writes), a
-// processing delay that no order could finish within its deadline, or a negative bound.
+// not shorter than the lock's lease without fencing (the lock could lapse while its order
+// still writes, and nothing would stop the write), a processing delay that no order could
+// finish within its deadline, or a negative bound.
 func (c Config) Validate() error {
 	d := c.withDefaults()
 	var errs []error
-	if d.Timeout >= d.LockTTL {
-		errs = append(errs, fmt.Errorf("order timeout %s must be shorter than the lock TTL %s: the lock must outlive every order that holds it", d.Timeout, d.LockTTL))
+	if d.Timeout >= d.LockTTL && !c.Fencing {
+		errs = append(errs, fmt.Errorf("order timeout %s must be shorter than the lock TTL %s: the lock must outlive every order that holds it (unless fencing is on)", d.Timeout, d.LockTTL))
 	}
 	if c.ProcessingDelay >= d.Timeout {
 		errs = append(errs, fmt.Errorf("order delay %s must be shorter than the order timeout %s", c.ProcessingDelay, d.Timeout))

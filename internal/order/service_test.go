@@ -75,8 +75,11 @@ func TestPlaceCreatesAndUnlocksAfterCommit(t *testing.T) {
 	f.expectLocked()
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
 	committed := false
-	f.store.EXPECT().Create(mock.Anything, order.Order{ID: 99, UserID: 42, VoucherID: 7, Status: order.StatusUnpaid, CreatedAt: now}, mock.Anything).
-		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error { committed = true; return nil })
+	f.store.EXPECT().Create(mock.Anything, order.Order{ID: 99, UserID: 42, VoucherID: 7, Status: order.StatusUnpaid, CreatedAt: now}, order.Fence{}, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, order.Fence, func(context.Context) error) error {
+			committed = true
+			return nil
+		})
 	f.lock.EXPECT().Unlock(mock.Anything).RunAndReturn(func(context.Context) error {
 		assert.True(t, committed, "unlock before the transaction returned")
 		return nil
@@ -157,7 +160,7 @@ func TestPlaceAfterLockFailures(t *testing.T) {
 			f.expectLocked()
 			f.ids.EXPECT().Next(mock.Anything).Return(99, tt.idErr)
 			if tt.idErr == nil {
-				f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(tt.storeErr)
+				f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(tt.storeErr)
 			}
 			f.lock.EXPECT().Unlock(mock.Anything).Return(nil) // released on every path
 			_, err := f.svc.Place(context.Background(), 42, 7)
@@ -172,7 +175,7 @@ func TestPlaceLockLostAtUnlockIsCounted(t *testing.T) {
 	f := newFixture(t)
 	f.expectLocked()
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(nil)
 	f.lock.EXPECT().Unlock(mock.Anything).Return(lock.ErrNotHeld)
 	_, err := f.svc.Place(context.Background(), 42, 7)
 	require.NoError(t, err, "the order committed; the lost lock is reported, not undone")
@@ -187,8 +190,8 @@ func TestPlaceUnlocksAfterClientHangsUp(t *testing.T) {
 	f.expectLocked()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, order.Fence, func(context.Context) error) error {
 			cancel()
 			return context.Canceled
 		})
@@ -210,8 +213,8 @@ func TestPlaceRunsProcessInsideTheCriticalSection(t *testing.T) {
 			Process: func(_ context.Context, userID int64) error { got = append(got, userID); return nil }})
 	f.expectLocked()
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(ctx context.Context, _ order.Order, process func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(ctx context.Context, _ order.Order, _ order.Fence, process func(context.Context) error) error {
 			assert.Empty(t, got, "process ran before the store called it")
 			return process(ctx)
 		})

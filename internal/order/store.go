@@ -43,8 +43,16 @@ func NewSQLStore(db *database.DB) *SQLStore {
 // (ErrAlreadyOrdered), take one from stock only while stock > 0 (ErrSoldOut), insert the
 // order. A unique-key refusal returns ErrDuplicate. process runs between the existing-order
 // check and the writes: the business step of the critical section (may be nil).
-func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Context) error) error {
+//
+// A fence with a token is claimed twice (see claimFence): first, committed at once, before
+// the existing-order check, so that every older holder of the lock learns of this grant
+// before this order reads anything; then inside the transaction, before stock or orders are
+// touched. Either claim finding a larger token returns ErrFenced, and nothing is written.
+func (s *SQLStore) Create(ctx context.Context, o Order, fence Fence, process func(context.Context) error) error {
 	db := s.db.WithContext(ctx)
+	if err := claimFence(db, fence); err != nil {
+		return err
+	}
 	check := func(tx *gorm.DB) error {
 		var n int64
 		if err := tx.Model(&orderRow{}).Where("user_id = ? AND voucher_id = ?", o.UserID, o.VoucherID).Count(&n).Error; err != nil {
@@ -68,6 +76,9 @@ func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Con
 			if err := check(tx); err != nil {
 				return err
 			}
+		}
+		if err := claimFence(tx, fence); err != nil {
+			return err
 		}
 		res := tx.Exec("UPDATE seckill_vouchers SET stock = stock - 1, updated_at = ? WHERE voucher_id = ? AND stock > 0",
 			time.Now().UTC(), o.VoucherID)

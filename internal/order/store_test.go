@@ -46,10 +46,10 @@ func TestSQLStoreCreate(t *testing.T) {
 			ctx := context.Background()
 			s := order.NewSQLStore(db)
 			vid := newVoucher(t, db, 2)
-			require.NoError(t, s.Create(ctx, newOrder(1, 10, vid), nil))
-			assert.ErrorIs(t, s.Create(ctx, newOrder(2, 10, vid), nil), order.ErrAlreadyOrdered)
-			require.NoError(t, s.Create(ctx, newOrder(3, 11, vid), nil))
-			assert.ErrorIs(t, s.Create(ctx, newOrder(4, 12, vid), nil), order.ErrSoldOut)
+			require.NoError(t, s.Create(ctx, newOrder(1, 10, vid), order.Fence{}, nil))
+			assert.ErrorIs(t, s.Create(ctx, newOrder(2, 10, vid), order.Fence{}, nil), order.ErrAlreadyOrdered)
+			require.NoError(t, s.Create(ctx, newOrder(3, 11, vid), order.Fence{}, nil))
+			assert.ErrorIs(t, s.Create(ctx, newOrder(4, 12, vid), order.Fence{}, nil), order.ErrSoldOut)
 			stock, orders := stockOf(t, db, vid)
 			assert.Equal(t, 0, stock)
 			assert.Equal(t, int64(2), orders)
@@ -67,8 +67,8 @@ func TestSQLStoreDuplicateRollsBack(t *testing.T) {
 			s := order.NewSQLStore(db)
 			vid := newVoucher(t, db, 5)
 			var errB error
-			err := s.Create(ctx, newOrder(1, 10, vid), func(context.Context) error {
-				errB = s.Create(ctx, newOrder(2, 10, vid), nil)
+			err := s.Create(ctx, newOrder(1, 10, vid), order.Fence{}, func(context.Context) error {
+				errB = s.Create(ctx, newOrder(2, 10, vid), order.Fence{}, nil)
 				return nil
 			})
 			require.NoError(t, errB, "B")
@@ -86,7 +86,7 @@ func TestSQLStoreFailedProcessLosesNothing(t *testing.T) {
 	for name, db := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			vid := newVoucher(t, db, 5)
-			err := order.NewSQLStore(db).Create(context.Background(), newOrder(1, 10, vid), func(context.Context) error {
+			err := order.NewSQLStore(db).Create(context.Background(), newOrder(1, 10, vid), order.Fence{}, func(context.Context) error {
 				return context.DeadlineExceeded
 			})
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -107,7 +107,9 @@ func TestSQLStoreNeverOversells(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make([]error, users)
 			for u := range users {
-				wg.Go(func() { errs[u] = s.Create(context.Background(), newOrder(int64(100+u), int64(u+1), vid), nil) })
+				wg.Go(func() {
+					errs[u] = s.Create(context.Background(), newOrder(int64(100+u), int64(u+1), vid), order.Fence{}, nil)
+				})
 			}
 			wg.Wait()
 			created := 0

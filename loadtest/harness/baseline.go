@@ -228,7 +228,7 @@ func (s baselineStores) place(ctx context.Context, userID, voucherID, orderID in
 		return fmt.Errorf("load voucher: %w", err)
 	}
 	o := order.Order{ID: orderID, UserID: userID, VoucherID: voucherID, Status: order.StatusUnpaid, CreatedAt: time.Now().UTC()}
-	err := s.orders.Create(ctx, o, func(ctx context.Context) error {
+	err := s.orders.Create(ctx, o, order.Fence{}, func(ctx context.Context) error {
 		if delay <= 0 {
 			return nil
 		}

@@ -1,6 +1,7 @@
 -- fair_unlock.lua: release one hold of a FairLock; at the last hold hand the lock straight to
 -- the first live waiter, so that it need not ask again.
--- KEYS[1..5]  as in fair_lock.lua: hash, queue, deadlines, leases, channel
+-- KEYS[1..6]  as in fair_lock.lua: hash, queue, deadlines, leases, channel, grant counter
+--             (a handover is a grant: it increments the counter)
 -- ARGV[1]     owner (process id .. "-" .. goroutine id)
 -- ARGV[2]     process id of the caller
 -- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
@@ -33,6 +34,7 @@ while true do
   if deadline and lease and tonumber(deadline) >= now then
     redis.call('HSET', KEYS[1], head, 1)
     redis.call('PEXPIRE', KEYS[1], lease)
+    redis.call('INCR', KEYS[6])
     local wait = head .. '/' .. ticket
     -- A waiter of the caller's own process is woken by the caller: no message needed.
     if string.sub(head, 1, #ARGV[2] + 1) ~= ARGV[2] .. '-' then
