@@ -6,14 +6,7 @@ import (
 	"fmt"
 
 	"github.com/seckill/seckill/migrations"
-	"github.com/seckill/seckill/scripts/lua"
 )
-
-// SimpleLockScript is the SimpleRedisLock's acquire script, whose replies the tests lose.
-var SimpleLockScript = simpleLockScript
-
-// SimpleLockSource is that script's source, which EVAL sends when a server lacks it.
-var SimpleLockSource = lua.SimpleLock
 
 // Owner exposes owner to the external tests, which check the value a SimpleRedisLock writes.
 var Owner = owner

@@ -6,8 +6,6 @@ import (
 	"os"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/seckill/seckill/internal/lock"
 )
 
 // recordHook appends the name of every command the client sends.
@@ -26,9 +24,9 @@ func (h recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-// lostReplyHook runs every SET, and every run of the SimpleRedisLock's acquire script (its SET
-// NX), then reports a read timeout instead of its reply: the command reached Redis, the
-// answer never came back.
+// lostReplyHook runs every SET, alone or in a pipeline (the SimpleRedisLock's MULTI/EXEC),
+// then reports a read timeout instead of its reply: the command reached Redis, the answer
+// never came back.
 type lostReplyHook struct{}
 
 var errLostReply = fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
@@ -37,7 +35,7 @@ func (lostReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (lostReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := next(ctx, cmd); err != nil || !takes(cmd) {
+		if err := next(ctx, cmd); err != nil || cmd.Name() != "set" {
 			return err
 		}
 		cmd.SetErr(errLostReply)
@@ -45,19 +43,19 @@ func (lostReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// takes reports whether cmd is a SET or the SimpleRedisLock's acquire script.
-func takes(cmd redis.Cmder) bool {
-	switch cmd.Name() {
-	case "set":
-		return true
-	case "evalsha", "eval":
-		s := lock.SimpleLockScript
-		a := fmt.Sprint(cmd.Args()[1])
-		return a == s.Hash() || a == lock.SimpleLockSource
-	}
-	return false
-}
-
 func (lostReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := next(ctx, cmds); err != nil {
+			return err
+		}
+		for _, c := range cmds {
+			if c.Name() == "set" {
+				for _, c := range cmds {
+					c.SetErr(errLostReply)
+				}
+				return errLostReply
+			}
+		}
+		return nil
+	}
 }

@@ -156,6 +156,9 @@ func TestConfigValidate(t *testing.T) {
 		{"timeout inside the lease", order.Config{LockTTL: 10 * time.Second, Timeout: 9 * time.Second}, ""},
 		{"timeout equal to the lease", order.Config{LockTTL: 3 * time.Second, Timeout: 3 * time.Second}, "shorter than the lock TTL"},
 		{"timeout beyond the lease", order.Config{LockTTL: time.Second, Timeout: 2 * time.Second}, "shorter than the lock TTL"},
+		// With fencing a lapsed lease cannot let a second write through: the fencing
+		// experiment's orders outlive their lease on purpose.
+		{"timeout beyond the lease, fenced", order.Config{LockTTL: 200 * time.Millisecond, Timeout: 2 * time.Second, ProcessingDelay: 500 * time.Millisecond, Fencing: true}, ""},
 		{"delay beyond the timeout", order.Config{Timeout: time.Second, ProcessingDelay: time.Second}, "order delay"},
 		{"negative bound", order.Config{MaxInflight: -1}, "must not be negative"},
 	}

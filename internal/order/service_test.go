@@ -153,6 +153,7 @@ func TestPlaceAfterLockFailures(t *testing.T) {
 		{"already ordered", nil, order.ErrAlreadyOrdered, order.ErrAlreadyOrdered, order.ResultAlreadyOrdered},
 		{"sold out in the transaction", nil, order.ErrSoldOut, order.ErrSoldOut, order.ResultSoldOut},
 		{"duplicate caught by the unique key", nil, order.ErrDuplicate, order.ErrAlreadyOrdered, order.ResultDuplicateByDB},
+		{"fenced: the lock passed to a newer holder", nil, order.ErrFenced, order.ErrFenced, order.ResultFenced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,4 +223,37 @@ func TestPlaceRunsProcessInsideTheCriticalSection(t *testing.T) {
 	_, err := f.svc.Place(context.Background(), 42, 7)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{42}, got)
+}
+
+// tokenLock is a mocked lock that hands out a fencing token.
+type tokenLock struct {
+	*lockmocks.Lock
+	token int64
+}
+
+func (l tokenLock) Token() int64 { return l.token }
+
+// TestPlaceFencing: with fencing on, the order's write presents its lock's token under the
+// row of the token source and the lock's name; a lock that issues no token is refused as a
+// failure (app.New refuses that configuration before any order).
+func TestPlaceFencing(t *testing.T) {
+	t.Run("token presented", func(t *testing.T) {
+		f := newFixtureWith(t, order.Config{Fencing: true, TokenSource: "redis"})
+		f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(onSale(), nil)
+		f.locks.EXPECT().New("order:42").Return(tokenLock{f.lock, 41})
+		f.lock.EXPECT().TryLock(mock.Anything, 5*time.Second).Return(true, nil)
+		f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
+		f.store.EXPECT().Create(mock.Anything, mock.Anything, order.Fence{Name: "redis/order:42", Token: 41}, mock.Anything).Return(nil)
+		f.lock.EXPECT().Unlock(mock.Anything).Return(nil)
+		_, err := f.svc.Place(context.Background(), 42, 7)
+		require.NoError(t, err)
+	})
+	t.Run("no token", func(t *testing.T) {
+		f := newFixtureWith(t, order.Config{Fencing: true, TokenSource: "local"})
+		f.expectLocked()
+		f.lock.EXPECT().Unlock(mock.Anything).Return(nil)
+		_, err := f.svc.Place(context.Background(), 42, 7)
+		assert.ErrorIs(t, err, order.ErrUnavailable)
+		assert.Equal(t, 1.0, f.count(order.ResultError))
+	})
 }

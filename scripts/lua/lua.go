@@ -11,11 +11,6 @@ import _ "embed"
 //go:embed unlock.lua
 var Unlock string
 
-// SimpleLock is simple_lock.lua: SET NX PX a SimpleRedisLock and return its fencing token.
-//
-//go:embed simple_lock.lua
-var SimpleLock string
-
 // ReentrantLock is reentrant_lock.lua: take or re-enter a ReentrantLock, else return -PTTL.
 //
 //go:embed reentrant_lock.lua
