@@ -33,6 +33,7 @@ type config struct {
 	// redlockAddrs are RedLock's nodes; nil: app.DefaultRedLockAddrs, or embedded ones.
 	redlockAddrs []string
 	zkAddrs      []string // the ZooKeeper ensemble
+	fencing      string   // app.FencingOn, FencingOff or FencingAuto
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -54,6 +55,8 @@ var settings = []envFlag{
 	{"SECKILL_REDLOCK_ADDRS", "redlock-addrs", "", "comma-separated host:port of the independent Redis nodes of SECKILL_LOCK=redlock; " +
 		"empty: " + strings.Join(app.DefaultRedLockAddrs, ",") + " (scripts/services.sh), or five embedded Redis servers with the embedded stores"},
 	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
+	{"SECKILL_FENCING", "fencing", app.FencingAuto, "on|off|auto: check each order write's fencing token in the database (lock_fences); auto is on for the locks that hand out tokens (" +
+		app.TokenKindNames() + "), on with another lock refuses to start; with fencing, SECKILL_ORDER_TIMEOUT may exceed SECKILL_LOCK_TTL"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
@@ -82,6 +85,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		adminToken: *vals["SECKILL_ADMIN_TOKEN"],
 		lock:       *vals["SECKILL_LOCK"],
 		dataDir:    *vals["SECKILL_DATA_DIR"],
+		fencing:    *vals["SECKILL_FENCING"],
 	}
 	var err error
 	if cfg.lockTTL, err = parseDuration("SECKILL_LOCK_TTL", *vals["SECKILL_LOCK_TTL"], time.Millisecond); err != nil {
@@ -98,14 +102,17 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if cfg.maxInflight, err = strconv.Atoi(*vals["SECKILL_MAX_INFLIGHT"]); err != nil || cfg.maxInflight < 0 {
 		return config{}, fmt.Errorf("SECKILL_MAX_INFLIGHT=%q: want a number of orders, 0 or more", *vals["SECKILL_MAX_INFLIGHT"])
 	}
-	if err := cfg.appConfig().Order.Validate(); err != nil {
-		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY: %w", err)
-	}
 	if err := cfg.checkStores(); err != nil {
 		return config{}, err
 	}
 	if _, ok := app.LockKinds[cfg.lock]; !ok {
 		return config{}, fmt.Errorf("SECKILL_LOCK=%q: want one of %s", cfg.lock, app.LockKindNames())
+	}
+	if _, err := app.Fences(cfg.lock, cfg.fencing); err != nil {
+		return config{}, fmt.Errorf("SECKILL_FENCING=%q, SECKILL_LOCK=%q: %w", cfg.fencing, cfg.lock, err)
+	}
+	if _, err := cfg.appConfig().OrderConfig(); err != nil {
+		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING: %w", err)
 	}
 	if cfg.redlockAddrs, err = parseAddrs("SECKILL_REDLOCK_ADDRS", *vals["SECKILL_REDLOCK_ADDRS"]); err != nil {
 		return config{}, err
@@ -183,6 +190,7 @@ func (c config) appConfig() app.Config {
 	return app.Config{
 		AdminToken: c.adminToken,
 		Lock:       c.lock,
+		Fencing:    c.fencing,
 		Order: order.Config{LockTTL: c.lockTTL, Timeout: c.orderTimeout, MaxInflight: c.maxInflight,
 			ProcessingDelay: c.orderDelay},
 	}

@@ -50,7 +50,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return errors.New("demo: users, per-user, stock and in-flight must be positive, users*per-user at most 1e6")
 	}
 	cfg.orderDelay = o.delay
-	if err := cfg.appConfig().Order.Validate(); o.delay <= 0 || err != nil {
+	if _, err := cfg.appConfig().OrderConfig(); o.delay <= 0 || err != nil {
 		return fmt.Errorf("demo: -delay %s must be positive and shorter than the order's deadline, itself shorter than the lock TTL (%s): a guard's lease must outlast the wait inside it (%v)", o.delay, cfg.lockTTL, err)
 	}
 	guards := strings.Split(o.guards, ",")

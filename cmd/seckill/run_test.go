@@ -418,6 +418,13 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "serve", "-redlock-addrs", "127.0.0.1:7001,,127.0.0.1:7002"}, nil, "SECKILL_REDLOCK_ADDRS"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": "zk:port"}, "SECKILL_ZOOKEEPER_ADDRS"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": ":2181"}, "SECKILL_ZOOKEEPER_ADDRS"},
+		// Fencing on with a lock that hands out no token refuses to start, and says which do.
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_LOCK": "redlock", "SECKILL_FENCING": "on"}, "hands out no fencing token; the locks that do: fair|localremote|mysql|redis|reentrant|zookeeper"},
+		{[]string{"seckill", "serve", "-fencing", "on", "-lock", "local"}, nil, "SECKILL_FENCING"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_FENCING": "yes"}, `SECKILL_FENCING="yes"`},
+		// An order outliving its lease is allowed only with fencing, which refuses its write.
+		{[]string{"seckill", "serve", "-lock-ttl", "200ms", "-order-timeout", "2s", "-fencing", "off"}, nil, "shorter than the lock TTL"},
+		{[]string{"seckill", "serve", "-lock", "redlock", "-lock-ttl", "200ms", "-order-timeout", "2s"}, nil, "shorter than the lock TTL"},
 	}
 	for _, tt := range tests {
 		err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
