@@ -113,6 +113,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 // cluster is two instances behind a round-robin reverse proxy, all on loopback.
 type cluster struct {
 	url       string
+	bases     []string // each instance's own URL
 	instances []*app.Instance
 	servers   []*http.Server
 }
@@ -130,12 +131,13 @@ func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app
 			return nil, err
 		}
 		c.instances = append(c.instances, inst)
-		addr, err := c.serve(inst.Handler, cfg.Order.LockTTL)
+		addr, err := c.serve(inst.Handler, orderSpan(cfg.Order))
 		if err != nil {
 			c.stop()
 			return nil, err
 		}
 		targets = append(targets, &url.URL{Scheme: "http", Host: addr})
+		c.bases = append(c.bases, "http://"+addr)
 	}
 	var turns sync.Map // X-User-ID → *atomic.Uint64
 	proxy := &httputil.ReverseProxy{
@@ -145,7 +147,7 @@ func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app
 		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute},
 	}
-	addr, err := c.serve(proxy, cfg.Order.LockTTL)
+	addr, err := c.serve(proxy, orderSpan(cfg.Order))
 	if err != nil {
 		c.stop()
 		return nil, err
