@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,8 @@ type demoOptions struct {
 	users, perUser, stock, inFlight int
 	delay                           time.Duration
 	guards                          string
+	fenceGuards                     string // guards of the fencing experiment; empty skips it
+	fenceUsers                      int
 }
 
 // runDemo starts two instances behind a round-robin proxy and fires the same storm at them
@@ -42,6 +45,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.DurationVar(&o.delay, "delay", 5*time.Millisecond, "business processing inside the critical section (overrides SECKILL_ORDER_DELAY)")
 		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper",
 			"guards to run, comma-separated (zookeeper only when one answers at SECKILL_ZOOKEEPER_ADDRS)")
+		fs.StringVar(&o.fenceGuards, "fence-guards", "redis,mysql",
+			"guards of the fencing experiment (leases run out mid-order; fencing off, then on), comma-separated; empty skips it")
+		fs.IntVar(&o.fenceUsers, "fence-users", 8, "users in each run of the fencing experiment")
 	})
 	if err != nil {
 		return err
@@ -58,6 +64,18 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		if _, ok := app.LockKinds[g]; !ok {
 			return fmt.Errorf("demo: unknown guard %q; want %s", g, app.LockKindNames())
 		}
+	}
+	var fenceGuards []string
+	if o.fenceGuards != "" {
+		fenceGuards = strings.Split(o.fenceGuards, ",")
+	}
+	for _, g := range fenceGuards {
+		if !slices.Contains(fenceKinds, g) {
+			return fmt.Errorf("demo: -fence-guards %q: want guards with tokens whose lease runs out mid-order: %s", g, strings.Join(fenceKinds, ","))
+		}
+	}
+	if o.fenceUsers < 1 || o.fenceUsers > 1000 {
+		return errors.New("demo: -fence-users must be between 1 and 1000")
 	}
 	cfg.adminToken = lock.NewProcessID()
 
@@ -102,13 +120,37 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	for _, l := range notRun {
 		fmt.Fprintln(stdout, l)
 	}
+	var fences []fenceResult
+	quiet := slog.New(slog.DiscardHandler) // the stale holders' lost locks are the point, not news
+	for _, g := range fenceGuards {
+		for _, on := range []bool{false, true} {
+			r, err := runFenceTrial(ctx, quiet, cfg.appConfig(), st, fenceTrial{guard: g, fencing: on, users: o.fenceUsers})
+			if err != nil {
+				return fmt.Errorf("demo fencing %s: %w", g, err)
+			}
+			fences = append(fences, r)
+		}
+	}
+	if len(fences) > 0 {
+		printFencing(stdout, fences)
+	}
 	for _, r := range rows {
 		if !r.ok() {
 			return errors.New("demo: verdict failed (see table)")
 		}
 	}
+	for _, r := range fences {
+		if !r.shown() {
+			return errors.New("demo: fencing verdict failed (see table)")
+		}
+	}
 	return nil
 }
+
+// fenceKinds are the guards the fencing experiment runs with: those that hand out tokens
+// and hold a fixed lease, which runs out mid-order. The Redisson-style locks' watchdog renews
+// theirs while the holder lives, and a ZooKeeper lock lives as long as its session.
+var fenceKinds = []string{"redis", "mysql"}
 
 // cluster is two instances behind a round-robin reverse proxy, all on loopback.
 type cluster struct {

@@ -344,6 +344,11 @@ func TestDemoShowsEachGuard(t *testing.T) {
 	for _, w := range want {
 		assert.Contains(t, out.String(), w)
 	}
+	// The fencing experiment, with the default -fence-guards.
+	for _, g := range []string{"redis", "mysql"} {
+		assert.Contains(t, out.String(), fmt.Sprintf("%-12s fencing off SHOWN: unfenced, the stale writers' duplicates reached the unique key", g))
+		assert.Contains(t, out.String(), fmt.Sprintf("%-12s fencing on  PASS: every stale writer fenced (409 lock_expired), no duplicate reached the database", g))
+	}
 }
 
 // TestDemoWithoutZooKeeper: the demo's ZooKeeper row needs a real ZooKeeper; without one the
@@ -414,6 +419,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "migrate"}, map[string]string{"SECKILL_REDIS_ADDR": "127.0.0.1:1"}, "SECKILL_MYSQL_DSN is not set but SECKILL_REDIS_ADDR is"},
 		{[]string{"seckill", "demo"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, "set both or neither"},
 		{[]string{"seckill", "demo", "-guards", "redis,zk"}, nil, "unknown guard"},
+		{[]string{"seckill", "demo", "-fence-guards", "redlock"}, nil, "-fence-guards"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDLOCK_ADDRS": "127.0.0.1:7001,127.0.0.1"}, `SECKILL_REDLOCK_ADDRS="127.0.0.1:7001,127.0.0.1": address "127.0.0.1"`},
 		{[]string{"seckill", "serve", "-redlock-addrs", "127.0.0.1:7001,,127.0.0.1:7002"}, nil, "SECKILL_REDLOCK_ADDRS"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": "zk:port"}, "SECKILL_ZOOKEEPER_ADDRS"},
