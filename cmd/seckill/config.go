@@ -56,7 +56,7 @@ var settings = []envFlag{
 		"empty: " + strings.Join(app.DefaultRedLockAddrs, ",") + " (scripts/services.sh), or five embedded Redis servers with the embedded stores"},
 	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
 	{"SECKILL_FENCING", "fencing", app.FencingAuto, "on|off|auto: check each order write's fencing token in the database (lock_fences); auto is on for the locks that hand out tokens (" +
-		app.TokenKindNames() + "), on with another lock refuses to start; with fencing, SECKILL_ORDER_TIMEOUT may exceed SECKILL_LOCK_TTL"},
+		app.TokenKindNames() + "), on with another lock refuses to start; an explicit on lets SECKILL_ORDER_TIMEOUT exceed SECKILL_LOCK_TTL"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not

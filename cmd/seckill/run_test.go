@@ -431,6 +431,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		// An order outliving its lease is allowed only with fencing, which refuses its write.
 		{[]string{"seckill", "serve", "-lock-ttl", "200ms", "-order-timeout", "2s", "-fencing", "off"}, nil, "shorter than the lock TTL"},
 		{[]string{"seckill", "serve", "-lock", "redlock", "-lock-ttl", "200ms", "-order-timeout", "2s"}, nil, "shorter than the lock TTL"},
+		{[]string{"seckill", "serve", "-lock-ttl", "200ms", "-order-timeout", "2s"}, nil, "unless fencing is set on explicitly"},
 	}
 	for _, tt := range tests {
 		err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)

@@ -145,7 +145,9 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 }
 
 // OrderConfig is c.Order with fencing decided by c.Lock and c.Fencing (Fences), the token
-// source named after the lock, and validated.
+// source named after the lock, and validated. Fencing set on explicitly (FencingOn, not the
+// default) also lets an order's deadline exceed the lock's lease (order.Config.OutliveLease):
+// the fence refuses the write of an order that outlived it.
 func (c Config) OrderConfig() (order.Config, error) {
 	on, err := Fences(c.Lock, c.Fencing)
 	if err != nil {
@@ -153,6 +155,7 @@ func (c Config) OrderConfig() (order.Config, error) {
 	}
 	o := c.Order
 	o.Fencing, o.TokenSource = on, c.Lock
+	o.OutliveLease = o.OutliveLease || c.Fencing == FencingOn
 	return o, o.Validate()
 }
 

@@ -158,7 +158,8 @@ func TestConfigValidate(t *testing.T) {
 		{"timeout beyond the lease", order.Config{LockTTL: time.Second, Timeout: 2 * time.Second}, "shorter than the lock TTL"},
 		// With fencing a lapsed lease cannot let a second write through: the fencing
 		// experiment's orders outlive their lease on purpose.
-		{"timeout beyond the lease, fenced", order.Config{LockTTL: 200 * time.Millisecond, Timeout: 2 * time.Second, ProcessingDelay: 500 * time.Millisecond, Fencing: true}, ""},
+		{"timeout beyond the lease, allowed", order.Config{LockTTL: 200 * time.Millisecond, Timeout: 2 * time.Second, ProcessingDelay: 500 * time.Millisecond, Fencing: true, OutliveLease: true}, ""},
+		{"timeout beyond the lease, fenced by default", order.Config{LockTTL: time.Second, Timeout: 2 * time.Second, Fencing: true}, "shorter than the lock TTL"},
 		{"delay beyond the timeout", order.Config{Timeout: time.Second, ProcessingDelay: time.Second}, "order delay"},
 		{"negative bound", order.Config{MaxInflight: -1}, "must not be negative"},
 	}
