@@ -25,6 +25,8 @@ var wantSchema = schema{
 	"voucher_orders":   {"id", "user_id", "voucher_id", "status", "created_at", "updated_at"},
 	// lock.MySQLLocks' table; the name is its primary key.
 	"distributed_locks": {"name", "owner", "holds", "version", "expires_at"},
+	// order.SQLStore's fences: the largest fencing token admitted per lock name.
+	"lock_fences": {"name", "token", "claims"},
 }
 
 // schema maps each table (goose's own left out) to its columns in order.

@@ -39,6 +39,7 @@ type config struct {
 	orderMode     string // app.ModeSync or app.ModeAsync
 	stream        async.Config
 	pprofAddr     string // loopback address of the profiling listener; empty: none
+	fencing      string   // app.FencingOn, FencingOff or FencingAuto
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -69,6 +70,8 @@ var settings = []envFlag{
 	{"SECKILL_STREAM_MAX_ATTEMPTS", "stream-max-attempts", strconv.Itoa(async.DefaultMaxAttempts), "async: refusals by the database before an order is dead-lettered and its reservation released"},
 	{"SECKILL_STREAM_DB_DOWN", "stream-db-down", async.DefaultDBDownBound.String(), "async: how long the writer may fail to reach the database before /readyz fails"},
 	{"SECKILL_PPROF_ADDR", "pprof-addr", "", "loopback host:port to serve Go's profiles on (/debug/pprof/, serve only); empty: none"},
+	{"SECKILL_FENCING", "fencing", app.FencingAuto, "on|off|auto: check each order write's fencing token in the database (lock_fences); auto is on for the locks that hand out tokens (" +
+		app.TokenKindNames() + "), on with another lock refuses to start; an explicit on lets SECKILL_ORDER_TIMEOUT exceed SECKILL_LOCK_TTL"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
@@ -98,6 +101,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		lock:       *vals["SECKILL_LOCK"],
 		dataDir:    *vals["SECKILL_DATA_DIR"],
 		pprofAddr:  *vals["SECKILL_PPROF_ADDR"],
+		fencing:    *vals["SECKILL_FENCING"],
 	}
 	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
 		return config{}, err
@@ -117,9 +121,6 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if cfg.maxInflight, err = strconv.Atoi(*vals["SECKILL_MAX_INFLIGHT"]); err != nil || cfg.maxInflight < 0 {
 		return config{}, fmt.Errorf("SECKILL_MAX_INFLIGHT=%q: want a number of orders, 0 or more", *vals["SECKILL_MAX_INFLIGHT"])
 	}
-	if err := cfg.appConfig().Order.Validate(); err != nil {
-		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY: %w", err)
-	}
 	if cfg.redisSentinel, err = parseSentinel(*vals["SECKILL_REDIS_SENTINEL"]); err != nil {
 		return config{}, err
 	}
@@ -128,6 +129,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if _, ok := app.LockKinds[cfg.lock]; !ok {
 		return config{}, fmt.Errorf("SECKILL_LOCK=%q: want one of %s", cfg.lock, app.LockKindNames())
+	}
+	if _, err := app.Fences(cfg.lock, cfg.fencing); err != nil {
+		return config{}, fmt.Errorf("SECKILL_FENCING=%q, SECKILL_LOCK=%q: %w", cfg.fencing, cfg.lock, err)
+	}
+	if _, err := cfg.appConfig().OrderConfig(); err != nil {
+		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING: %w", err)
 	}
 	if cfg.redlockAddrs, err = parseAddrs("SECKILL_REDLOCK_ADDRS", *vals["SECKILL_REDLOCK_ADDRS"]); err != nil {
 		return config{}, err
@@ -259,6 +266,7 @@ func (c config) appConfig() app.Config {
 	return app.Config{
 		AdminToken: c.adminToken,
 		Lock:       c.lock,
+		Fencing:    c.fencing,
 		Order: order.Config{LockTTL: c.lockTTL, Timeout: c.orderTimeout, MaxInflight: c.maxInflight,
 			ProcessingDelay: c.orderDelay},
 		OrderMode: c.orderMode,

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,8 @@ type demoOptions struct {
 	users, perUser, stock, inFlight int
 	delay                           time.Duration
 	guards                          string
+	fenceGuards                     string // guards of the fencing experiment; empty skips it
+	fenceUsers                      int
 }
 
 // runDemo starts two instances behind a round-robin proxy and fires the same storm at them
@@ -42,6 +45,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.DurationVar(&o.delay, "delay", 5*time.Millisecond, "business processing inside the critical section (overrides SECKILL_ORDER_DELAY)")
 		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper,"+asyncRow,
 			"guards to run, comma-separated (zookeeper only when one answers at SECKILL_ZOOKEEPER_ADDRS; "+asyncRow+": SECKILL_ORDER_MODE=async)")
+		fs.StringVar(&o.fenceGuards, "fence-guards", "redis,mysql",
+			"guards of the fencing experiment (leases run out mid-order; fencing off, then on), comma-separated; empty skips it")
+		fs.IntVar(&o.fenceUsers, "fence-users", 8, "users in each run of the fencing experiment")
 	})
 	if err != nil {
 		return err
@@ -50,7 +56,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		return errors.New("demo: users, per-user, stock and in-flight must be positive, users*per-user at most 1e6")
 	}
 	cfg.orderDelay = o.delay
-	if err := cfg.appConfig().Order.Validate(); o.delay <= 0 || err != nil {
+	if _, err := cfg.appConfig().OrderConfig(); o.delay <= 0 || err != nil {
 		return fmt.Errorf("demo: -delay %s must be positive and shorter than the order's deadline, itself shorter than the lock TTL (%s): a guard's lease must outlast the wait inside it (%v)", o.delay, cfg.lockTTL, err)
 	}
 	guards := strings.Split(o.guards, ",")
@@ -58,6 +64,18 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		if _, ok := app.LockKinds[g]; !ok && g != asyncRow {
 			return fmt.Errorf("demo: unknown guard %q; want %s", g, app.LockKindNames())
 		}
+	}
+	var fenceGuards []string
+	if o.fenceGuards != "" {
+		fenceGuards = strings.Split(o.fenceGuards, ",")
+	}
+	for _, g := range fenceGuards {
+		if !slices.Contains(fenceKinds, g) {
+			return fmt.Errorf("demo: -fence-guards %q: want guards with tokens whose lease runs out mid-order: %s", g, strings.Join(fenceKinds, ","))
+		}
+	}
+	if o.fenceUsers < 1 || o.fenceUsers > 1000 {
+		return errors.New("demo: -fence-users must be between 1 and 1000")
 	}
 	cfg.adminToken = lock.NewProcessID()
 
@@ -105,17 +123,42 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	for _, l := range notRun {
 		fmt.Fprintln(stdout, l)
 	}
+	var fences []fenceResult
+	quiet := slog.New(slog.DiscardHandler) // the stale holders' lost locks are the point, not news
+	for _, g := range fenceGuards {
+		for _, on := range []bool{false, true} {
+			r, err := runFenceTrial(ctx, quiet, cfg.appConfig(), st, fenceTrial{guard: g, fencing: on, users: o.fenceUsers})
+			if err != nil {
+				return fmt.Errorf("demo fencing %s: %w", g, err)
+			}
+			fences = append(fences, r)
+		}
+	}
+	if len(fences) > 0 {
+		printFencing(stdout, fences)
+	}
 	for _, r := range rows {
 		if !r.ok() {
 			return errors.New("demo: verdict failed (see table)")
 		}
 	}
+	for _, r := range fences {
+		if !r.shown() {
+			return errors.New("demo: fencing verdict failed (see table)")
+		}
+	}
 	return nil
 }
+
+// fenceKinds are the guards the fencing experiment runs with: those that hand out tokens
+// and hold a fixed lease, which runs out mid-order. The Redisson-style locks' watchdog renews
+// theirs while the holder lives, and a ZooKeeper lock lives as long as its session.
+var fenceKinds = []string{"redis", "mysql"}
 
 // cluster is two instances behind a round-robin reverse proxy, all on loopback.
 type cluster struct {
 	url       string
+	bases     []string // each instance's own URL
 	instances []*app.Instance
 	servers   []*http.Server
 }
@@ -133,12 +176,13 @@ func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app
 			return nil, err
 		}
 		c.instances = append(c.instances, inst)
-		addr, err := c.serve(inst.Handler, cfg.Order.LockTTL)
+		addr, err := c.serve(inst.Handler, orderSpan(cfg.Order))
 		if err != nil {
 			c.stop()
 			return nil, err
 		}
 		targets = append(targets, &url.URL{Scheme: "http", Host: addr})
+		c.bases = append(c.bases, "http://"+addr)
 	}
 	var turns sync.Map // X-User-ID → *atomic.Uint64
 	proxy := &httputil.ReverseProxy{
@@ -148,7 +192,7 @@ func startCluster(ctx context.Context, log *slog.Logger, cfg app.Config, st *app
 		},
 		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute},
 	}
-	addr, err := c.serve(proxy, cfg.Order.LockTTL)
+	addr, err := c.serve(proxy, orderSpan(cfg.Order))
 	if err != nil {
 		c.stop()
 		return nil, err

@@ -67,3 +67,13 @@ func (r *rendezvous) wait(ctx context.Context, userID int64) error {
 		return ctx.Err()
 	}
 }
+
+// count reports how many requests of userID are inside the critical section.
+func (r *rendezvous) count(userID int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m := r.inside[userID]; m != nil {
+		return m.n
+	}
+	return 0
+}

@@ -344,6 +344,11 @@ func TestDemoShowsEachGuard(t *testing.T) {
 	for _, w := range want {
 		assert.Contains(t, out.String(), w)
 	}
+	// The fencing experiment, with the default -fence-guards.
+	for _, g := range []string{"redis", "mysql"} {
+		assert.Contains(t, out.String(), fmt.Sprintf("%-12s fencing off SHOWN: unfenced, the stale writers' duplicates reached the unique key", g))
+		assert.Contains(t, out.String(), fmt.Sprintf("%-12s fencing on  PASS: every stale writer fenced (409 lock_expired), no duplicate reached the database", g))
+	}
 }
 
 // TestDemoWithoutZooKeeper: the demo's ZooKeeper row needs a real ZooKeeper; without one the
@@ -421,10 +426,19 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDIS_SENTINEL": "@127.0.0.1:26379"}, "want master-name@host:port"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDIS_SENTINEL": "seckill@127.0.0.1"}, `SECKILL_REDIS_SENTINEL="127.0.0.1": address "127.0.0.1"`},
 		{[]string{"seckill", "demo", "-guards", "redis,zk"}, nil, "unknown guard"},
+		{[]string{"seckill", "demo", "-fence-guards", "redlock"}, nil, "-fence-guards"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDLOCK_ADDRS": "127.0.0.1:7001,127.0.0.1"}, `SECKILL_REDLOCK_ADDRS="127.0.0.1:7001,127.0.0.1": address "127.0.0.1"`},
 		{[]string{"seckill", "serve", "-redlock-addrs", "127.0.0.1:7001,,127.0.0.1:7002"}, nil, "SECKILL_REDLOCK_ADDRS"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": "zk:port"}, "SECKILL_ZOOKEEPER_ADDRS"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": ":2181"}, "SECKILL_ZOOKEEPER_ADDRS"},
+		// Fencing on with a lock that hands out no token refuses to start, and says which do.
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_LOCK": "redlock", "SECKILL_FENCING": "on"}, "hands out no fencing token; the locks that do: fair|localremote|mysql|redis|reentrant|zookeeper"},
+		{[]string{"seckill", "serve", "-fencing", "on", "-lock", "local"}, nil, "SECKILL_FENCING"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_FENCING": "yes"}, `SECKILL_FENCING="yes"`},
+		// An order outliving its lease is allowed only with fencing, which refuses its write.
+		{[]string{"seckill", "serve", "-lock-ttl", "200ms", "-order-timeout", "2s", "-fencing", "off"}, nil, "shorter than the lock TTL"},
+		{[]string{"seckill", "serve", "-lock", "redlock", "-lock-ttl", "200ms", "-order-timeout", "2s"}, nil, "shorter than the lock TTL"},
+		{[]string{"seckill", "serve", "-lock-ttl", "200ms", "-order-timeout", "2s"}, nil, "unless fencing is set on explicitly"},
 	}
 	for _, tt := range tests {
 		err := run(context.Background(), tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)

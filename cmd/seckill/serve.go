@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/order"
 )
 
 // shutdownGrace bounds how long in-flight orders get to finish and release their locks.
@@ -45,7 +46,8 @@ const (
 )
 
 // newHTTPServer is the HTTP server of an instance, with the limits above; lockTTL is the
-// instance's SECKILL_LOCK_TTL.
+// longest an order may run: the instance's SECKILL_LOCK_TTL, or its order deadline when
+// fencing lets that be longer (orderSpan).
 func newHTTPServer(h http.Handler, lockTTL time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -56,6 +58,10 @@ func newHTTPServer(h http.Handler, lockTTL time.Duration) *http.Server {
 		MaxHeaderBytes:    maxHeaderBytes,
 	}
 }
+
+// orderSpan is the longest an order of o may run: within the lock's lease, or within its
+// deadline when that is longer (fencing allows it).
+func orderSpan(o order.Config) time.Duration { return max(o.LockTTL, o.EffectiveTimeout()) }
 
 // runServe runs one service instance until ctx is cancelled (SIGINT/SIGTERM), then stops
 // accepting, lets in-flight requests finish and exits.
@@ -87,7 +93,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := newHTTPServer(inst.Handler, cfg.lockTTL)
+	srv := newHTTPServer(inst.Handler, orderSpan(cfg.appConfig().Order))
 	log.Info("seckill serving", "addr", ln.Addr().String(), "order_mode", cfg.orderMode, "lock", cfg.lock, "lock_ttl", cfg.lockTTL,
 		"order_delay", cfg.orderDelay, "process", inst.Process)
 

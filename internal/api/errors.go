@@ -26,6 +26,7 @@ const (
 	codeTooLarge         = "payload_too_large"
 	codeUnavailable      = "unavailable"
 	codeOverloaded       = "overloaded"
+	codeLockExpired      = "lock_expired"
 	codeInternal         = "internal"
 )
 
@@ -67,6 +68,7 @@ var known = []struct {
 	{order.ErrAlreadyOrdered, statusCode{http.StatusConflict, codeAlreadyOrdered}, "this user already ordered this voucher"},
 	{order.ErrInProgress, statusCode{http.StatusConflict, codeInProgress}, "another order of this user is in progress"},
 	{order.ErrNotFound, statusCode{http.StatusNotFound, codeNotFound}, "order not found"},
+	{order.ErrFenced, statusCode{http.StatusConflict, codeLockExpired}, "this order's lock expired and passed to another request of this user; nothing was written"},
 	{order.ErrOverloaded, statusCode{http.StatusServiceUnavailable, codeOverloaded}, "too many orders in progress; try again"},
 }
 

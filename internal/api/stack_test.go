@@ -231,7 +231,7 @@ func TestStackOrders(t *testing.T) {
 			assert.Equal(t, map[string]float64{
 				order.ResultCreated: 2, order.ResultAlreadyOrdered: 1, order.ResultSoldOut: 2,
 				order.ResultInProgress: 1, order.ResultSaleNotActive: 2, order.ResultError: 0, order.ResultDuplicateByDB: 0,
-				order.ResultOverloaded: 0, order.ResultCanceled: 0,
+				order.ResultOverloaded: 0, order.ResultCanceled: 0, order.ResultFenced: 0,
 			}, c.Orders, "metrics: every result is exported from the start")
 			assert.Zero(t, c.LockLost)
 			lockAcquire, err := s.inst.Registry.Gather()

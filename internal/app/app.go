@@ -33,8 +33,11 @@ type Config struct {
 	Lock string
 	// Order tunes the order service; Order.LockTTL is the lease every guard's TryLock gets
 	// (the watchdog guards renew it every LockTTL/3). Order.MaxInflight zero takes
-	// InflightPerConn times the database pool.
+	// InflightPerConn times the database pool. Order.Fencing and Order.TokenSource are set
+	// from Fencing and Lock (see OrderConfig).
 	Order order.Config
+	// Fencing is FencingOn, FencingOff or FencingAuto (empty is auto): see Fences.
+	Fencing string
 	// DBPool sizes the instance's database pool; zero fields take 32.
 	DBPool database.Pool
 	// RedisPool is the size of the instance's Redis pool; zero takes 128.
@@ -76,7 +79,8 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	if !ok {
 		return nil, fmt.Errorf("app: unknown lock %q; want one of %s", cfg.Lock, LockKindNames())
 	}
-	if err := cfg.Order.Validate(); err != nil {
+	var err error
+	if cfg.Order, err = cfg.OrderConfig(); err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
 	if cfg.OrderMode == "" {
@@ -84,6 +88,10 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	}
 	if cfg.OrderMode != ModeSync && cfg.OrderMode != ModeAsync {
 		return nil, fmt.Errorf("app: unknown order mode %q; want %s or %s", cfg.OrderMode, ModeSync, ModeAsync)
+	}
+	if cfg.Order.Fencing {
+		log.Info("order writes are fenced with the lock's fencing tokens", "lock", cfg.Lock,
+			"lock_ttl", cfg.Order.LockTTL, "order_timeout", cfg.Order.EffectiveTimeout())
 	}
 	pool := cfg.DBPool
 	if pool.MaxOpen <= 0 {
@@ -165,6 +173,21 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 		Pending:    cfg.OrderMode == ModeAsync,
 	}, vouchers, orders)
 	return inst, nil
+}
+
+// OrderConfig is c.Order with fencing decided by c.Lock and c.Fencing (Fences), the token
+// source named after the lock, and validated. Fencing set on explicitly (FencingOn, not the
+// default) also lets an order's deadline exceed the lock's lease (order.Config.OutliveLease):
+// the fence refuses the write of an order that outlived it.
+func (c Config) OrderConfig() (order.Config, error) {
+	on, err := Fences(c.Lock, c.Fencing)
+	if err != nil {
+		return order.Config{}, err
+	}
+	o := c.Order
+	o.Fencing, o.TokenSource = on, c.Lock
+	o.OutliveLease = o.OutliveLease || c.Fencing == FencingOn
+	return o, o.Validate()
 }
 
 // checkSchema fails early, and says what to do, when the migrations have not been applied.

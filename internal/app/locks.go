@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
@@ -53,6 +54,8 @@ type Guard struct {
 type LockKind struct {
 	// Safe is false for the guards that exist to show failure.
 	Safe bool
+	// Tokens is true for the guards whose locks hand out fencing tokens (lock.Fenced).
+	Tokens bool
 	// New builds the guard of one instance. The lease is not the guard's: the order service
 	// passes order.Config.LockTTL (SECKILL_LOCK_TTL) to every TryLock. An error wrapping a
 	// *LockBackendError says the guard's own backend did not answer.
@@ -61,29 +64,30 @@ type LockKind struct {
 
 // LockKinds are the guards by name (SECKILL_LOCK's values).
 var LockKinds = map[string]LockKind{
-	"redis": {Safe: true, New: func(env LockEnv) (Guard, error) {
+	"redis": {Safe: true, Tokens: true, New: func(env LockEnv) (Guard, error) {
 		return Guard{Locks: lock.NewSimpleRedisLocks(env.Redis, env.Process)}, nil
 	}},
 	// The Redisson-style locks hold with the watchdog: TryLock's lease, SECKILL_LOCK_TTL, is
 	// renewed every TTL/3 while the order runs, so a slow order keeps its lock and a crashed
 	// instance's lock expires within one TTL.
-	"reentrant": {Safe: true, New: func(env LockEnv) (Guard, error) {
+	"reentrant": {Safe: true, Tokens: true, New: func(env LockEnv) (Guard, error) {
 		lc := lock.NewClient(env.Redis, lock.Options{Process: env.Process})
 		return Guard{Locks: lock.NewReentrantLocks(lc), Close: lc.Close}, nil
 	}},
-	"fair": {Safe: true, New: func(env LockEnv) (Guard, error) {
+	"fair": {Safe: true, Tokens: true, New: func(env LockEnv) (Guard, error) {
 		lc := lock.NewClient(env.Redis, lock.Options{Process: env.Process})
 		return Guard{Locks: lock.NewFairLocks(lc), Close: lc.Close}, nil
 	}},
-	"localremote": {Safe: true, New: func(env LockEnv) (Guard, error) {
+	"localremote": {Safe: true, Tokens: true, New: func(env LockEnv) (Guard, error) {
 		lc := lock.NewClient(env.Redis, lock.Options{Process: env.Process})
 		return Guard{Locks: lock.NewLocalRemoteLocks(lock.NewRegistry(lc)), Close: lc.Close}, nil
 	}},
+	// RedLock hands out no fencing token: no single store orders its grants.
 	"redlock":   {Safe: true, New: newRedLockGuard},
-	"zookeeper": {Safe: true, New: newZooKeeperGuard},
+	"zookeeper": {Safe: true, Tokens: true, New: newZooKeeperGuard},
 	// The table lock runs on the instance's own database pool: its availability is the
 	// database's, which /readyz checks already.
-	"mysql": {Safe: true, New: func(env LockEnv) (Guard, error) {
+	"mysql": {Safe: true, Tokens: true, New: func(env LockEnv) (Guard, error) {
 		return Guard{Locks: lock.NewMySQLLocks(env.DB, lock.SQLDialect(env.Dialect), env.Process, lock.MySQLLockOptions{})}, nil
 	}},
 	"local": {New: func(LockEnv) (Guard, error) {
@@ -95,11 +99,48 @@ var LockKinds = map[string]LockKind{
 }
 
 // LockKindNames lists the guards' names, sorted and separated by "|".
-func LockKindNames() string {
+func LockKindNames() string { return kindNames(func(LockKind) bool { return true }) }
+
+// TokenKindNames lists the guards whose locks hand out fencing tokens, sorted, "|"-separated.
+func TokenKindNames() string { return kindNames(func(k LockKind) bool { return k.Tokens }) }
+
+func kindNames(keep func(LockKind) bool) string {
 	names := make([]string, 0, len(LockKinds))
-	for n := range LockKinds {
-		names = append(names, n)
+	for n, k := range LockKinds {
+		if keep(k) {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return strings.Join(names, "|")
+}
+
+// The fencing modes of Config.Fencing (SECKILL_FENCING).
+const (
+	// FencingAuto (or empty) fences the orders of every guard whose locks hand out tokens.
+	FencingAuto = "auto"
+	FencingOn   = "on"
+	FencingOff  = "off"
+)
+
+// Fences reports whether an instance with guard lock and fencing mode fences its orders'
+// writes with the lock's tokens (order.Config.Fencing). It refuses on with a guard whose
+// locks hand out no token, and a mode it does not know.
+func Fences(lock, mode string) (bool, error) {
+	kind, ok := LockKinds[lock]
+	if !ok {
+		return false, fmt.Errorf("app: unknown lock %q; want one of %s", lock, LockKindNames())
+	}
+	switch mode {
+	case "", FencingAuto:
+		return kind.Tokens, nil
+	case FencingOff:
+		return false, nil
+	case FencingOn:
+		if !kind.Tokens {
+			return false, fmt.Errorf("fencing is on but lock %q hands out no fencing token; the locks that do: %s", lock, TokenKindNames())
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("fencing %q: want %s, %s or %s", mode, FencingOn, FencingOff, FencingAuto)
 }

@@ -31,8 +31,8 @@ type FairLock struct {
 // FairLock returns the fair lock named name (hash "lock:{name}:fair" with its queue keys).
 func (c *Client) FairLock(name string) *FairLock {
 	key := hashTag(name, "fair")
-	keys := []string{key, key + ":queue", key + ":deadlines", key + ":leases", key + ":released"}
-	return &FairLock{hashLock{c: c, key: key, keys: keys, unlockScript: fairUnlockScript}}
+	keys := []string{key, key + ":queue", key + ":deadlines", key + ":leases", key + ":released", fenceKey(key)}
+	return &FairLock{hashLock{c: c, key: key, channel: key + ":released", keys: keys, unlockScript: fairUnlockScript}}
 }
 
 // TryLock tries once, without queueing, and holds the lock with the watchdog renewing
@@ -63,8 +63,9 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	// to this wait, and make it a holder of a lock held by another.
 	ticket := strconv.FormatUint(l.c.waits.Add(1), 10)
 	direct := false // taken by an attempt that set our own lease, not handed over
+	var token int64
 	n, err := l.c.acquire(ctx, wait, contender{
-		channel: l.keys[4],
+		channel: l.channel,
 		owner:   me + "/" + ticket,
 		refresh: l.c.opts.WaiterTimeout / 3,
 		try: func(ctx context.Context, mode tryMode) (int64, time.Duration, error) {
@@ -76,13 +77,14 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 				retry = "1"
 			}
 			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, me, t.lease.Milliseconds(),
-				grantLease.Milliseconds(), queue, retry, ticket).Int64()
+				grantLease.Milliseconds(), queue, retry, ticket).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
-			n, ttl := countOrTTL(v)
+			n, ttl, tok, err := grantReply(v)
+			token = tok
 			direct = n > 0 && mode != retryQueued
-			return n, ttl, nil
+			return n, ttl, err
 		},
 		leave: func(ctx context.Context, cause error) (int64, error) {
 			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me).Int64()
@@ -92,6 +94,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			if v == 0 {
 				return 0, nil
 			}
+			token = v
 			if cause == nil {
 				return 1, nil // handed over just as the wait ran out: keep it
 			}
@@ -109,7 +112,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	if !direct && grantLease < t.lease {
 		first = 0 // a handover may have set the shorter grant lease: renew at once
 	}
-	l.held(me, n, t, first)
+	l.held(me, n, token, t, first)
 	return true, nil
 }
 

@@ -84,9 +84,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func channelOf(l waitLock) string {
 	switch l := l.(type) {
 	case *ReentrantLock:
-		return l.keys[len(l.keys)-1]
+		return l.channel
 	case *FairLock:
-		return l.keys[len(l.keys)-1]
+		return l.channel
 	case *LocalRemoteLock:
 		return l.key + ":released"
 	}

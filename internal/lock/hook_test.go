@@ -24,8 +24,9 @@ func (h recordHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	return next
 }
 
-// lostReplyHook runs every SET, then reports a read timeout instead of its reply: the command
-// reached Redis, the answer never came back.
+// lostReplyHook runs every SET, alone or in a pipeline (the SimpleRedisLock's MULTI/EXEC),
+// then reports a read timeout instead of its reply: the command reached Redis, the answer
+// never came back.
 type lostReplyHook struct{}
 
 var errLostReply = fmt.Errorf("read tcp: i/o timeout: %w", os.ErrDeadlineExceeded)
@@ -43,5 +44,18 @@ func (lostReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func (lostReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := next(ctx, cmds); err != nil {
+			return err
+		}
+		for _, c := range cmds {
+			if c.Name() == "set" {
+				for _, c := range cmds {
+					c.SetErr(errLostReply)
+				}
+				return errLostReply
+			}
+		}
+		return nil
+	}
 }

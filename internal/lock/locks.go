@@ -1,5 +1,7 @@
 package lock
 
+import "time"
+
 // The families a service picks its guard from. Each is made by its NewXxxLocks function, and
 // its New(name) returns the Lock of that name.
 
@@ -20,7 +22,7 @@ func NewSimpleRedisLocks(client RedisClient, process string) *SimpleRedisLocks {
 // New returns the SimpleRedisLock named name.
 func (s *SimpleRedisLocks) New(name string) Lock {
 	l := NewSimpleRedisLock(s.client, s.process, name)
-	l.strays = s.strays
+	l.strays, l.clock = s.strays, time.Now
 	return l
 }
 
@@ -67,6 +69,10 @@ var (
 
 // The locks that issue fencing tokens.
 var (
+	_ Fenced = (*SimpleRedisLock)(nil)
+	_ Fenced = (*ReentrantLock)(nil)
+	_ Fenced = (*FairLock)(nil)
+	_ Fenced = (*LocalRemoteLock)(nil)
 	_ Fenced = (*MySQLLock)(nil)
 	_ Fenced = (*ZooKeeperLock)(nil)
 )

@@ -23,7 +23,8 @@ type ReentrantLock struct {
 // ReentrantLock returns the reentrant lock named name (hash "lock:{name}:reentrant").
 func (c *Client) ReentrantLock(name string) *ReentrantLock {
 	key := hashTag(name, "reentrant")
-	return &ReentrantLock{hashLock{c: c, key: key, keys: []string{key, key + ":released"}, unlockScript: reentrantUnlockScript}}
+	return &ReentrantLock{hashLock{c: c, key: key, channel: key + ":released", keys: []string{key, key + ":released"},
+		unlockScript: reentrantUnlockScript}}
 }
 
 // TryLock tries once to take the lock for the calling goroutine, never waiting, and holds it
@@ -59,21 +60,23 @@ func (l *ReentrantLock) Lock(ctx context.Context) error {
 func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms) (bool, error) {
 	me := owner(l.c.opts.Process)
 	ms := t.lease.Milliseconds()
+	var token int64
 	n, err := l.c.acquire(ctx, wait, contender{
-		channel: l.keys[1],
+		channel: l.channel,
 		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.keys[:1], me, ms).Int64()
+			v, err := reentrantLockScript.Run(ctx, l.c.rdb, []string{l.key, fenceKey(l.key)}, me, ms).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
-			n, ttl := countOrTTL(v)
-			return n, ttl, nil
+			n, ttl, tok, err := grantReply(v)
+			token = tok
+			return n, ttl, err
 		},
 	})
 	if err != nil || n == 0 {
 		return false, err
 	}
-	l.held(me, n, t, t.lease/3)
+	l.held(me, n, token, t, t.lease/3)
 	return true, nil
 }
 
@@ -82,12 +85,34 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 type hashLock struct {
 	c            *Client
 	key          string   // the lock hash
-	keys         []string // the keys its scripts take; keys[0] is key, the last is the channel
+	channel      string   // where releases and handovers are published
+	keys         []string // the keys its unlock script takes; keys[0] is key
 	unlockScript *redis.Script
 }
 
 // Key returns the lock's Redis hash key.
 func (l *hashLock) Key() string { return l.key }
+
+// Token returns the calling goroutine's fencing token: the value of the name's grant counter
+// (a key without expiry beside the hash) that its grant incremented, larger than that of
+// every earlier grant, a takeover after an expiry and a FairLock handover included. A
+// re-entry keeps it. Token returns 0 when the goroutine holds nothing (its hold was lost too).
+func (l *hashLock) Token() int64 {
+	if h := l.c.holds.get(l.key, owner(l.c.opts.Process)); h != nil {
+		return h.token
+	}
+	return 0
+}
+
+// grantReply reads a lock script's reply: {hold count, token} when the caller holds the
+// lock, {minus the lock's remaining time to live in ms, 0} when it does not.
+func grantReply(v []int64) (n int64, ttl time.Duration, token int64, err error) {
+	if len(v) != 2 {
+		return 0, 0, 0, fmt.Errorf("lock: unexpected script reply %v", v)
+	}
+	n, ttl = countOrTTL(v[0])
+	return n, ttl, v[1], nil
+}
 
 // Unlock releases one hold of the calling goroutine; the last one deletes the lock and wakes
 // a waiter. It returns an error wrapping ErrNotHeld when the goroutine does not hold the lock:
@@ -98,7 +123,7 @@ func (l *hashLock) Key() string { return l.key }
 // directly instead of leaving it to the message, which other processes still get.
 func (l *hashLock) Unlock(ctx context.Context) error {
 	me := owner(l.c.opts.Process)
-	channel := l.keys[len(l.keys)-1]
+	channel := l.channel
 	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process).Result()
 	if err != nil {
 		// It may have been released: let local waiters look rather than sleep through a
@@ -133,17 +158,17 @@ func (l *hashLock) Lost() <-chan struct{} {
 	return l.c.holds.lost(l.key, owner(l.c.opts.Process))
 }
 
-// held records an acquisition by holder with hold count n: a first hold (n == 1) starts the
-// watchdog (first renewal after first) or the fixed lease's timer; a re-entry resets the
-// timer.
-func (l *hashLock) held(holder string, n int64, t holdTerms, first time.Duration) {
+// held records an acquisition by holder with hold count n and fencing token: a first hold
+// (n == 1) starts the watchdog (first renewal after first) or the fixed lease's timer; a
+// re-entry resets the timer.
+func (l *hashLock) held(holder string, n, token int64, t holdTerms, first time.Duration) {
 	if n > 1 {
 		if h := l.c.holds.get(l.key, holder); h != nil && h.timer != nil && !t.watchdog {
 			h.timer.Reset(t.lease)
 		}
 		return
 	}
-	h := l.c.holds.begin(l.key, holder)
+	h := l.c.holds.begin(l.key, holder, token)
 	if !t.watchdog {
 		h.leaseTimer(t.lease)
 		return

@@ -67,6 +67,7 @@ type entry struct {
 	extended   time.Duration // the lease the remote lock was last given
 	handoffs   int           // local handoffs since the remote lock was obtained
 	hold       *hold         // the remote lock's watchdog or lease timer
+	token      int64         // the remote lock's fencing token, kept across local handoffs
 }
 
 type localWaiter struct {
@@ -120,7 +121,7 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		if wait > 0 {
 			left = max(wait-time.Since(start), 0)
 		}
-		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, t.lease)})
+		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, t.lease, &e.token)})
 		if err != nil || n == 0 {
 			e.passOn(context.WithoutCancel(ctx), c)
 			l.r.unref(e)
@@ -180,6 +181,18 @@ func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 	e.passOn(context.WithoutCancel(ctx), c)
 	l.r.unref(e)
 	return err
+}
+
+// Token returns the calling goroutine's fencing token: the remote lock's, from the grant
+// counter its obtaining incremented (see ReentrantLock.Token). A local handoff passes the
+// remote lock on, and its token with it: the next local holder continues the same grant. It
+// is 0 when the goroutine holds nothing.
+func (l *LocalRemoteLock) Token() int64 {
+	e := l.r.lookup(l.name)
+	if e == nil || e.holder.Load() != goroutineID() {
+		return 0
+	}
+	return e.token
 }
 
 // Lost returns a channel closed when the calling goroutine's hold of the remote lock is lost
@@ -335,15 +348,19 @@ func (e *entry) startHold(c *Client, t holdTerms) {
 	})
 }
 
-// obtainRemote returns the attempt that runs registry_obtain.lua for key.
-func (c *Client) obtainRemote(key string, lease time.Duration) func(context.Context, tryMode) (int64, time.Duration, error) {
+// obtainRemote returns the attempt that runs registry_obtain.lua for key; an attempt that
+// takes the lock stores its fencing token in token.
+func (c *Client) obtainRemote(key string, lease time.Duration, token *int64) func(context.Context, tryMode) (int64, time.Duration, error) {
 	return func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-		v, err := registryObtainScript.Run(ctx, c.rdb, []string{key}, c.opts.Process, lease.Milliseconds()).Int64()
+		v, err := registryObtainScript.Run(ctx, c.rdb, []string{key, fenceKey(key)}, c.opts.Process, lease.Milliseconds()).Int64Slice()
 		if err != nil {
 			return 0, 0, fmt.Errorf("lock %s: %w", key, err)
 		}
-		n, ttl := countOrTTL(v)
-		return n, ttl, nil
+		n, ttl, tok, err := grantReply(v)
+		if n > 0 {
+			*token = tok
+		}
+		return n, ttl, err
 	}
 }
 

@@ -141,7 +141,7 @@ func TestFairLockSkipsADeadWaiter(t *testing.T) {
 			// A waiter of a process that then died: queued once with a 200 ms timeout, never
 			// refreshed, never withdrawn.
 			const deadOwner = "deadprocess-1"
-			_, err := fairLockScript.Run(ctx, srv.Client, holder.keys, deadOwner, 30000, 30000, 200, "0", "1").Int64()
+			_, err := fairLockScript.Run(ctx, srv.Client, holder.keys, deadOwner, 30000, 30000, 200, "0", "1").Int64Slice()
 			require.NoError(t, err)
 			live := b.c.FairLock(name)
 			done := make(chan error)

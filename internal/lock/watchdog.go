@@ -18,6 +18,7 @@ type hold struct {
 	stopOnce sync.Once
 	stop     chan struct{} // closed at the final unlock: the watchdog exits quietly
 	timer    *time.Timer   // fixed lease: fires when the lease has run out
+	token    int64         // the grant's fencing token
 }
 
 func newHold() *hold {
@@ -63,10 +64,12 @@ func (hs *holds) lost(key, owner string) <-chan struct{} {
 	return closedChan
 }
 
-// begin records a first hold of key by owner (a fresh acquisition), replacing a stale record
-// left by a hold that expired without an unlock. It returns the new hold.
-func (hs *holds) begin(key, owner string) *hold {
+// begin records a first hold of key by owner (a fresh acquisition) with its fencing token,
+// replacing a stale record left by a hold that expired without an unlock. It returns the new
+// hold.
+func (hs *holds) begin(key, owner string, token int64) *hold {
 	h := newHold()
+	h.token = token
 	h.forget = func() {
 		hs.mu.Lock()
 		defer hs.mu.Unlock()

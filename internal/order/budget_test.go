@@ -19,8 +19,8 @@ import (
 func (f *fixture) holdSlot(t *testing.T) (release func()) {
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil).Once()
 	inside, proceed := make(chan struct{}), make(chan struct{})
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, order.Fence, func(context.Context) error) error {
 			close(inside)
 			<-proceed
 			return nil
@@ -54,7 +54,7 @@ func TestPlaceOverloadedAnswersAtOnce(t *testing.T) {
 
 	release()
 	f.ids.EXPECT().Next(mock.Anything).Return(100, nil).Once()
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
 	f.store.EXPECT().GetByUser(mock.Anything, int64(42), int64(7)).Return(order.Order{ID: 5, UserID: 42, VoucherID: 7}, nil).Once()
 	_, err = f.svc.Place(context.Background(), 42, 7)
 	assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "admitted again once the slot was freed")
@@ -110,8 +110,8 @@ func TestPlaceDeadline(t *testing.T) {
 	f.locks.EXPECT().New("order:42").Return(f.lock)
 	f.lock.EXPECT().TryLock(mock.MatchedBy(within), 5*time.Second).Return(true, nil)
 	f.ids.EXPECT().Next(mock.MatchedBy(within)).Return(99, nil)
-	f.store.EXPECT().Create(mock.MatchedBy(within), mock.Anything, mock.Anything).
-		RunAndReturn(func(ctx context.Context, _ order.Order, process func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.MatchedBy(within), mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(ctx context.Context, _ order.Order, _ order.Fence, process func(context.Context) error) error {
 			return process(ctx)
 		})
 	f.lock.EXPECT().Unlock(mock.Anything).RunAndReturn(func(ctx context.Context) error {
@@ -131,8 +131,8 @@ func TestPlaceClientCanceledIsNotAnError(t *testing.T) {
 	f.expectLocked()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(ctx context.Context, _ order.Order, _ func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(ctx context.Context, _ order.Order, _ order.Fence, _ func(context.Context) error) error {
 			cancel()
 			<-ctx.Done()
 			return ctx.Err()
@@ -157,6 +157,10 @@ func TestConfigValidate(t *testing.T) {
 		{"timeout inside the lease", order.Config{LockTTL: 10 * time.Second, Timeout: 9 * time.Second}, ""},
 		{"timeout equal to the lease", order.Config{LockTTL: 3 * time.Second, Timeout: 3 * time.Second}, "shorter than the lock TTL"},
 		{"timeout beyond the lease", order.Config{LockTTL: time.Second, Timeout: 2 * time.Second}, "shorter than the lock TTL"},
+		// With fencing a lapsed lease cannot let a second write through: the fencing
+		// experiment's orders outlive their lease on purpose.
+		{"timeout beyond the lease, allowed", order.Config{LockTTL: 200 * time.Millisecond, Timeout: 2 * time.Second, ProcessingDelay: 500 * time.Millisecond, Fencing: true, OutliveLease: true}, ""},
+		{"timeout beyond the lease, fenced by default", order.Config{LockTTL: time.Second, Timeout: 2 * time.Second, Fencing: true}, "shorter than the lock TTL"},
 		{"delay beyond the timeout", order.Config{Timeout: time.Second, ProcessingDelay: time.Second}, "order delay"},
 		{"negative bound", order.Config{MaxInflight: -1}, "must not be negative"},
 	}

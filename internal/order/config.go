@@ -44,6 +44,19 @@ type Config struct {
 	// already-ordered answer ask it before the database. Nil in the synchronous mode, where
 	// an order is a committed row or nothing.
 	Pending Pending
+	// Fencing fences every order write with its lock's fencing token (Kleppmann's): the
+	// write presents the token to the lock_fences row of the lock, and one older than a
+	// token already presented is refused with ErrFenced. The locks must implement
+	// lock.Fenced.
+	Fencing bool
+	// TokenSource names the sequence the locks' tokens come from (app passes the lock kind):
+	// fences of different sources are different rows, for their tokens cannot be compared.
+	TokenSource string
+	// OutliveLease lets Timeout reach or exceed LockTTL. With Fencing that is safe: an order
+	// that outlives its lease is refused at the write (app sets it for an explicit
+	// SECKILL_FENCING=on, never by default). Without, only the fencing experiment sets it, to
+	// show what an order outliving its lease does unfenced.
+	OutliveLease bool
 }
 
 // withDefaults fills the zero fields.
@@ -64,13 +77,14 @@ func (c Config) withDefaults() Config {
 func (c Config) EffectiveTimeout() time.Duration { return c.withDefaults().Timeout }
 
 // Validate reports a configuration the service must not run with: an order deadline that is
-// not shorter than the lock's lease (the lock could lapse while its order still writes), a
-// processing delay that no order could finish within its deadline, or a negative bound.
+// not shorter than the lock's lease unless OutliveLease (the lock could lapse while its order
+// still writes), a processing delay that no order could finish within its deadline, or a
+// negative bound.
 func (c Config) Validate() error {
 	d := c.withDefaults()
 	var errs []error
-	if d.Timeout >= d.LockTTL {
-		errs = append(errs, fmt.Errorf("order timeout %s must be shorter than the lock TTL %s: the lock must outlive every order that holds it", d.Timeout, d.LockTTL))
+	if d.Timeout >= d.LockTTL && !c.OutliveLease {
+		errs = append(errs, fmt.Errorf("order timeout %s must be shorter than the lock TTL %s: the lock must outlive every order that holds it (unless fencing is set on explicitly)", d.Timeout, d.LockTTL))
 	}
 	if c.ProcessingDelay >= d.Timeout {
 		errs = append(errs, fmt.Errorf("order delay %s must be shorter than the order timeout %s", c.ProcessingDelay, d.Timeout))

@@ -116,7 +116,7 @@ func TestAlreadyOrderedAsksPendingFirst(t *testing.T) {
 	f := newFixtureWith(t, order.Config{Pending: p})
 	f.expectLocked()
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
 	f.lock.EXPECT().Unlock(mock.Anything).Return(nil)
 	_, err := f.svc.Place(context.Background(), 42, 7)
 	var ao *order.AlreadyOrderedError
@@ -125,7 +125,7 @@ func TestAlreadyOrderedAsksPendingFirst(t *testing.T) {
 
 	delete(p.orders, 5)
 	f.ids.EXPECT().Next(mock.Anything).Return(100, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(order.ErrAlreadyOrdered).Once()
 	f.store.EXPECT().GetByUser(mock.Anything, int64(42), int64(7)).Return(order.Order{ID: 77}, nil).Once()
 	_, err = f.svc.Place(context.Background(), 42, 7)
 	require.ErrorAs(t, err, &ao)

@@ -29,11 +29,14 @@ const (
 	// ResultCanceled counts orders whose client went away before they finished: not a
 	// failure of the stores, so not an error.
 	ResultCanceled = "canceled"
+	// ResultFenced counts orders refused at the write because their lock's fencing token was
+	// older than one a newer holder had presented (Config.Fencing): stale writers stopped.
+	ResultFenced = "fenced"
 )
 
 // Results lists every result of MetricOrders, in the order reports show them.
 var Results = []string{ResultCreated, ResultAlreadyOrdered, ResultInProgress, ResultSoldOut,
-	ResultSaleNotActive, ResultDuplicateByDB, ResultError, ResultOverloaded, ResultCanceled}
+	ResultSaleNotActive, ResultDuplicateByDB, ResultFenced, ResultError, ResultOverloaded, ResultCanceled}
 
 // Results of MetricLockAcquire.
 const (
@@ -55,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		orders: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricOrders,
-			Help: "Order attempts by result. duplicate_blocked_by_db counts duplicates that got past the lock and only the unique key stopped; overloaded, orders refused at admission; canceled, orders whose client went away.",
+			Help: "Order attempts by result. duplicate_blocked_by_db counts duplicates that got past the lock and only the unique key stopped; fenced, writes refused because the lock had passed to a newer holder; overloaded, orders refused at admission; canceled, orders whose client went away.",
 		}, []string{ResultLabel}),
 		lockAcquire: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    MetricLockAcquire,

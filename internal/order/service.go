@@ -20,7 +20,7 @@ type Vouchers interface {
 // Store places an order in one database transaction (see SQLStore.Create) and reads orders
 // back; the reads return ErrNotFound when there is no such order.
 type Store interface {
-	Create(ctx context.Context, o Order, process func(context.Context) error) error
+	Create(ctx context.Context, o Order, fence Fence, process func(context.Context) error) error
 	Get(ctx context.Context, id int64) (Order, error)
 	GetByUser(ctx context.Context, userID, voucherID int64) (Order, error)
 }
@@ -132,7 +132,28 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 	// Unlock only after create returned, that is after the commit: released inside the
 	// transaction, the lock would let a second request read before the first commits.
 	defer s.unlock(ctx, l, userID, voucherID)
-	return s.create(ctx, userID, voucherID)
+	fence, err := s.fence(l, userID)
+	if err != nil {
+		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return s.create(ctx, userID, voucherID, fence)
+}
+
+// fence returns the fence of userID's order under l, just granted: none unless Fencing is
+// on; with it, l's token, read once, now, so that it stays the token of this grant.
+func (s *Service) fence(l lock.Lock, userID int64) (Fence, error) {
+	if !s.cfg.Fencing {
+		return Fence{}, nil
+	}
+	f, ok := l.(lock.Fenced)
+	if !ok {
+		return Fence{}, fmt.Errorf("fencing is on but the lock %T issues no fencing token", l)
+	}
+	t := f.Token()
+	if t <= 0 {
+		return Fence{}, fmt.Errorf("fencing is on but the lock %T granted no fencing token", l)
+	}
+	return Fence{Name: fenceName(s.cfg.TokenSource, LockName(userID)), Token: t}, nil
 }
 
 // check refuses an order of v outside its sale window or without stock.
@@ -167,13 +188,13 @@ func (s *Service) leave() {
 	}
 }
 
-func (s *Service) create(ctx context.Context, userID, voucherID int64) (int64, string, error) {
+func (s *Service) create(ctx context.Context, userID, voucherID int64, fence Fence) (int64, string, error) {
 	id, err := s.ids.Next(ctx)
 	if err != nil {
 		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	o := Order{ID: id, UserID: userID, VoucherID: voucherID, Status: StatusUnpaid, CreatedAt: s.cfg.Now().UTC()}
-	err = s.store.Create(ctx, o, s.process(userID))
+	err = s.store.Create(ctx, o, fence, s.process(userID))
 	switch {
 	case err == nil:
 		return id, ResultCreated, nil
@@ -181,6 +202,10 @@ func (s *Service) create(ctx context.Context, userID, voucherID int64) (int64, s
 		return 0, ResultAlreadyOrdered, s.alreadyOrdered(ctx, userID, voucherID)
 	case errors.Is(err, ErrSoldOut):
 		return 0, ResultSoldOut, ErrSoldOut
+	case errors.Is(err, ErrFenced):
+		s.log.Warn("order fenced off: its lock expired and a newer holder claimed it; nothing was written",
+			"user_id", userID, "voucher_id", voucherID, "token", fence.Token, "lock_ttl", s.cfg.LockTTL)
+		return 0, ResultFenced, ErrFenced
 	case errors.Is(err, ErrDuplicate):
 		s.log.Warn("duplicate order reached the database; uk_user_voucher refused it",
 			"user_id", userID, "voucher_id", voucherID)

@@ -75,8 +75,11 @@ func TestPlaceCreatesAndUnlocksAfterCommit(t *testing.T) {
 	f.expectLocked()
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
 	committed := false
-	f.store.EXPECT().Create(mock.Anything, order.Order{ID: 99, UserID: 42, VoucherID: 7, Status: order.StatusUnpaid, CreatedAt: now}, mock.Anything).
-		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error { committed = true; return nil })
+	f.store.EXPECT().Create(mock.Anything, order.Order{ID: 99, UserID: 42, VoucherID: 7, Status: order.StatusUnpaid, CreatedAt: now}, order.Fence{}, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, order.Fence, func(context.Context) error) error {
+			committed = true
+			return nil
+		})
 	f.lock.EXPECT().Unlock(mock.Anything).RunAndReturn(func(context.Context) error {
 		assert.True(t, committed, "unlock before the transaction returned")
 		return nil
@@ -157,6 +160,7 @@ func TestPlaceAfterLockFailures(t *testing.T) {
 		{name: "sold out in the transaction", storeErr: order.ErrSoldOut, wantErr: order.ErrSoldOut, result: order.ResultSoldOut},
 		{name: "duplicate caught by the unique key", storeErr: order.ErrDuplicate, wantErr: order.ErrAlreadyOrdered, result: order.ResultDuplicateByDB, wantID: 77},
 		{name: "duplicate, its id unreadable", storeErr: order.ErrDuplicate, wantErr: order.ErrAlreadyOrdered, result: order.ResultDuplicateByDB, readErr: errRead},
+		{name: "fenced: the lock passed to a newer holder", storeErr: order.ErrFenced, wantErr: order.ErrFenced, result: order.ResultFenced},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,7 +168,7 @@ func TestPlaceAfterLockFailures(t *testing.T) {
 			f.expectLocked()
 			f.ids.EXPECT().Next(mock.Anything).Return(99, tt.idErr)
 			if tt.idErr == nil {
-				f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(tt.storeErr)
+				f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(tt.storeErr)
 			}
 			if errors.Is(tt.wantErr, order.ErrAlreadyOrdered) {
 				f.store.EXPECT().GetByUser(mock.Anything, int64(42), int64(7)).Return(order.Order{ID: 77, UserID: 42, VoucherID: 7}, tt.readErr)
@@ -191,7 +195,7 @@ func TestPlaceLockLostAtUnlockIsCounted(t *testing.T) {
 	f := newFixture(t)
 	f.expectLocked()
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).Return(nil)
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).Return(nil)
 	f.lock.EXPECT().Unlock(mock.Anything).Return(lock.ErrNotHeld)
 	_, err := f.svc.Place(context.Background(), 42, 7)
 	require.NoError(t, err, "the order committed; the lost lock is reported, not undone")
@@ -206,8 +210,8 @@ func TestPlaceUnlocksAfterClientHangsUp(t *testing.T) {
 	f.expectLocked()
 	ctx, cancel := context.WithCancel(context.Background())
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(context.Context, order.Order, func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(context.Context, order.Order, order.Fence, func(context.Context) error) error {
 			cancel()
 			return context.Canceled
 		})
@@ -229,8 +233,8 @@ func TestPlaceRunsProcessInsideTheCriticalSection(t *testing.T) {
 			Process: func(_ context.Context, userID int64) error { got = append(got, userID); return nil }})
 	f.expectLocked()
 	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
-	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything).
-		RunAndReturn(func(ctx context.Context, _ order.Order, process func(context.Context) error) error {
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, mock.Anything, mock.Anything).
+		RunAndReturn(func(ctx context.Context, _ order.Order, _ order.Fence, process func(context.Context) error) error {
 			assert.Empty(t, got, "process ran before the store called it")
 			return process(ctx)
 		})
@@ -238,4 +242,37 @@ func TestPlaceRunsProcessInsideTheCriticalSection(t *testing.T) {
 	_, err := f.svc.Place(context.Background(), 42, 7)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{42}, got)
+}
+
+// tokenLock is a mocked lock that hands out a fencing token.
+type tokenLock struct {
+	*lockmocks.Lock
+	token int64
+}
+
+func (l tokenLock) Token() int64 { return l.token }
+
+// TestPlaceFencing: with fencing on, the order's write presents its lock's token under the
+// row of the token source and the lock's name; a lock that issues no token is refused as a
+// failure (app.New refuses that configuration before any order).
+func TestPlaceFencing(t *testing.T) {
+	t.Run("token presented", func(t *testing.T) {
+		f := newFixtureWith(t, order.Config{Fencing: true, TokenSource: "redis"})
+		f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(onSale(), nil)
+		f.locks.EXPECT().New("order:42").Return(tokenLock{f.lock, 41})
+		f.lock.EXPECT().TryLock(mock.Anything, 5*time.Second).Return(true, nil)
+		f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
+		f.store.EXPECT().Create(mock.Anything, mock.Anything, order.Fence{Name: "redis/order:42", Token: 41}, mock.Anything).Return(nil)
+		f.lock.EXPECT().Unlock(mock.Anything).Return(nil)
+		_, err := f.svc.Place(context.Background(), 42, 7)
+		require.NoError(t, err)
+	})
+	t.Run("no token", func(t *testing.T) {
+		f := newFixtureWith(t, order.Config{Fencing: true, TokenSource: "local"})
+		f.expectLocked()
+		f.lock.EXPECT().Unlock(mock.Anything).Return(nil)
+		_, err := f.svc.Place(context.Background(), 42, 7)
+		assert.ErrorIs(t, err, order.ErrUnavailable)
+		assert.Equal(t, 1.0, f.count(order.ResultError))
+	})
 }

@@ -70,13 +70,22 @@ func NewSQLStore(db *database.DB) *SQLStore {
 // same user's (either way a duplicate that only the database stopped), and ErrSoldOut when
 // no stock is left; then nothing was written. Any other error wraps the
 // database's or process's error, or ctx's; after a failed COMMIT the order may have committed.
-func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Context) error) error {
+//
+// A fence with a token is claimed twice (see claimFence): first, committed at once, before
+// the existing-order check, so that every older holder of the lock learns of this grant
+// before this order reads anything; then inside the transaction, before the order is
+// inserted or stock taken. Either claim finding a larger token returns ErrFenced, and
+// nothing is written.
+func (s *SQLStore) Create(ctx context.Context, o Order, fence Fence, process func(context.Context) error) error {
 	if process == nil {
 		process = func(context.Context) error { return nil }
 	}
 	sqlDB, err := s.db.DB.DB()
 	if err != nil {
 		return fmt.Errorf("create order: %w", err)
+	}
+	if err := claimFence(ctx, sqlDB, fence); err != nil {
+		return err
 	}
 	if s.checkBeforeTx {
 		if err := ordered(ctx, sqlDB, o); err != nil {
@@ -96,7 +105,7 @@ func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Con
 		discard(conn)
 		return fmt.Errorf("create order: begin: %w", err)
 	}
-	if err := s.place(ctx, conn, o, process); err != nil {
+	if err := s.place(ctx, conn, o, fence, process); err != nil {
 		rollback(ctx, conn)
 		return err
 	}
@@ -108,11 +117,14 @@ func (s *SQLStore) Create(ctx context.Context, o Order, process func(context.Con
 }
 
 // place is the work of the order's transaction, step by step.
-func (s *SQLStore) place(ctx context.Context, conn *sql.Conn, o Order, process func(context.Context) error) error {
+func (s *SQLStore) place(ctx context.Context, conn *sql.Conn, o Order, fence Fence, process func(context.Context) error) error {
 	if process != nil {
 		if err := process(ctx); err != nil {
 			return err
 		}
+	}
+	if err := claimFence(ctx, conn, fence); err != nil {
+		return err
 	}
 	_, err := conn.ExecContext(ctx, insertOrder, o.ID, o.UserID, o.VoucherID, o.Status, o.CreatedAt, o.CreatedAt)
 	switch {

@@ -46,10 +46,10 @@ func TestSQLStoreCreate(t *testing.T) {
 			ctx := context.Background()
 			s := order.NewSQLStore(db)
 			vid := newVoucher(t, db, 2)
-			require.NoError(t, s.Create(ctx, newOrder(1, 10, vid), nil))
-			assert.ErrorIs(t, s.Create(ctx, newOrder(2, 10, vid), nil), order.ErrAlreadyOrdered)
-			require.NoError(t, s.Create(ctx, newOrder(3, 11, vid), nil))
-			assert.ErrorIs(t, s.Create(ctx, newOrder(4, 12, vid), nil), order.ErrSoldOut)
+			require.NoError(t, s.Create(ctx, newOrder(1, 10, vid), order.Fence{}, nil))
+			assert.ErrorIs(t, s.Create(ctx, newOrder(2, 10, vid), order.Fence{}, nil), order.ErrAlreadyOrdered)
+			require.NoError(t, s.Create(ctx, newOrder(3, 11, vid), order.Fence{}, nil))
+			assert.ErrorIs(t, s.Create(ctx, newOrder(4, 12, vid), order.Fence{}, nil), order.ErrSoldOut)
 			stock, orders := stockOf(t, db, vid)
 			assert.Equal(t, 0, stock)
 			assert.Equal(t, int64(2), orders)
@@ -67,7 +67,7 @@ func TestSQLStoreReads(t *testing.T) {
 			vid := newVoucher(t, db, 2)
 			o := newOrder(1<<62+5, 1<<62+10, vid) // ids beyond 2^53 and 2^32, as the generator makes them
 			o.CreatedAt = time.Date(2026, 11, 22, 8, 0, 0, 123e6, time.UTC)
-			require.NoError(t, s.Create(ctx, o, nil))
+			require.NoError(t, s.Create(ctx, o, order.Fence{}, nil))
 
 			got, err := s.Get(ctx, o.ID)
 			require.NoError(t, err)
@@ -97,8 +97,8 @@ func TestSQLStoreDuplicateRollsBack(t *testing.T) {
 			s := order.NewSQLStore(db)
 			vid := newVoucher(t, db, 5)
 			var errB error
-			err := s.Create(ctx, newOrder(1, 10, vid), func(context.Context) error {
-				errB = s.Create(ctx, newOrder(2, 10, vid), nil)
+			err := s.Create(ctx, newOrder(1, 10, vid), order.Fence{}, func(context.Context) error {
+				errB = s.Create(ctx, newOrder(2, 10, vid), order.Fence{}, nil)
 				return nil
 			})
 			require.NoError(t, errB, "B")
@@ -116,7 +116,7 @@ func TestSQLStoreFailedProcessLosesNothing(t *testing.T) {
 	for name, db := range databases(t) {
 		t.Run(name, func(t *testing.T) {
 			vid := newVoucher(t, db, 5)
-			err := order.NewSQLStore(db).Create(context.Background(), newOrder(1, 10, vid), func(context.Context) error {
+			err := order.NewSQLStore(db).Create(context.Background(), newOrder(1, 10, vid), order.Fence{}, func(context.Context) error {
 				return context.DeadlineExceeded
 			})
 			assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -137,7 +137,9 @@ func TestSQLStoreNeverOversells(t *testing.T) {
 			var wg sync.WaitGroup
 			errs := make([]error, users)
 			for u := range users {
-				wg.Go(func() { errs[u] = s.Create(context.Background(), newOrder(int64(100+u), int64(u+1), vid), nil) })
+				wg.Go(func() {
+					errs[u] = s.Create(context.Background(), newOrder(int64(100+u), int64(u+1), vid), order.Fence{}, nil)
+				})
 			}
 			wg.Wait()
 			created := 0
@@ -167,16 +169,16 @@ func TestSQLStoreRefusalLeavesNoOpenTransaction(t *testing.T) {
 			defer cancel()
 			s := order.NewSQLStore(db)
 			empty, next := newVoucher(t, db, 0), newVoucher(t, db, 5)
-			require.ErrorIs(t, s.Create(ctx, newOrder(1, 10, empty), nil), order.ErrSoldOut)
+			require.ErrorIs(t, s.Create(ctx, newOrder(1, 10, empty), order.Fence{}, nil), order.ErrSoldOut)
 
 			cctx, ccancel := context.WithCancel(ctx)
-			err := s.Create(cctx, newOrder(2, 11, next), func(context.Context) error {
+			err := s.Create(cctx, newOrder(2, 11, next), order.Fence{}, func(context.Context) error {
 				ccancel() // the client went away inside the critical section
 				return cctx.Err()
 			})
 			require.ErrorIs(t, err, context.Canceled)
 
-			require.NoError(t, s.Create(ctx, newOrder(3, 12, next), nil), "the pool's one connection is usable")
+			require.NoError(t, s.Create(ctx, newOrder(3, 12, next), order.Fence{}, nil), "the pool's one connection is usable")
 			_, orders := stockOf(t, db, empty)
 			assert.Zero(t, orders, "the sold-out order stayed rolled back")
 			stock, orders := stockOf(t, db, next)

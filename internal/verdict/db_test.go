@@ -47,7 +47,7 @@ func TestReadDB(t *testing.T) {
 			place := func(user, voucherID int64) {
 				nextID++
 				o := order.Order{ID: nextID, UserID: user, VoucherID: voucherID, Status: order.StatusUnpaid, CreatedAt: now}
-				require.NoError(t, orders.Create(ctx, o, nil))
+				require.NoError(t, orders.Create(ctx, o, order.Fence{}, nil))
 				placed = append(placed, Answered{ID: strconv.FormatInt(nextID, 10), User: user, Voucher: voucherID})
 			}
 			for u := int64(1); u <= 4; u++ {

@@ -40,8 +40,26 @@ type loseFirstReply struct {
 
 func (h *loseFirstReply) DialHook(next redis.DialHook) redis.DialHook { return next }
 
+// ProcessPipelineHook drops the replies of the first MULTI … EXEC holding a SET (how
+// lock.SimpleRedisLock takes its lock and its fencing token).
 func (h *loseFirstReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if h.done || err != nil {
+			return err
+		}
+		for _, cmd := range cmds {
+			if cmd.Name() == "set" {
+				h.done = true
+				h.scene.setHolder(fmt.Sprint(cmd.Args()[1]), h.scene.actorOf())
+				for _, c := range cmds {
+					c.SetErr(errReplyLost)
+				}
+				return errReplyLost
+			}
+		}
+		return nil
+	}
 }
 
 func (h *loseFirstReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

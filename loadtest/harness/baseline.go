@@ -220,13 +220,15 @@ func (s baselineStores) voucher(ctx context.Context) (int64, error) {
 var errBaselineRefused = errors.New("baseline: order refused")
 
 // place is the service's database work for one order: order.SQLStore.Create with delay as
-// the business step inside the transaction. (The service reads the voucher from a cache that
+// the business step inside the transaction, fenced as the service's default guard fences
+// (SECKILL_FENCING=auto with the redis lock: two claims of the user's lock_fences row). (The service reads the voucher from a cache that
 // each instance refreshes once a second, not once per order.) An order the service would
 // refuse (already ordered, sold out) returns an error wrapping errBaselineRefused: the
 // baseline's users and stock are sized so that none is.
 func (s baselineStores) place(ctx context.Context, userID, voucherID, orderID int64, delay time.Duration) error {
 	o := order.Order{ID: orderID, UserID: userID, VoucherID: voucherID, Status: order.StatusUnpaid, CreatedAt: time.Now().UTC()}
-	err := s.orders.Create(ctx, o, func(ctx context.Context) error {
+	fence := order.Fence{Name: "baseline/" + order.LockName(userID), Token: 1}
+	err := s.orders.Create(ctx, o, fence, func(ctx context.Context) error {
 		if delay <= 0 {
 			return nil
 		}

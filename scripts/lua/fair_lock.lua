@@ -8,6 +8,8 @@
 -- KEYS[4]  the waiters' leases (hash: owner -> lease in ms to grant with .. "/" .. ticket)
 -- KEYS[5]  the lock's channel: a handover publishes the new holder's owner .. "/" .. ticket
 --          .. " " (.. the releasing process id, when a release made it)
+-- KEYS[6]  the name's grant counter (KEYS[1] .. ":fence"), without expiry: every grant, a
+--          handover too, increments it
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  lease to grant with if the lock is handed over while queued
@@ -19,8 +21,20 @@
 --          A handover names the waiter by owner and ticket, because one goroutine (one owner)
 --          waits again and again: a handover to an earlier wait, reaching it late, must not
 --          pass for a handover to the current one.
--- Returns the hold count (>= 1) when the caller holds the lock, else minus the lock's
--- remaining time to live in ms (<= -1).
+-- Returns {hold count (>= 1), fencing token} when the caller holds the lock (the token is the
+-- counter's value: no other grant can move it while the caller holds the lock), else {minus
+-- the lock's remaining time to live in ms (<= -1), 0}.
+
+-- grant increments a grant counter. One that Redis lost (restarted empty) starts again at
+-- the server's clock in microseconds, above every token issued before the loss.
+local function grant(key)
+  if redis.call('EXISTS', key) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  return redis.call('INCR', key)
+end
+
 local function clock()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -33,12 +47,13 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   end
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  local token = tonumber(redis.call('GET', KEYS[6]) or 0)
   if ARGV[5] == '1' then
-    return 1
+    return {1, token}
   end
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return n
+  return {n, token}
 end
 if redis.call('EXISTS', KEYS[1]) == 0 then
   local head = redis.call('LINDEX', KEYS[2], 0)
@@ -50,7 +65,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     end
     redis.call('HSET', KEYS[1], ARGV[1], 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return 1
+    return {1, grant(KEYS[6])}
   end
   -- Free, but a live waiter is first (the holder expired, or a message was lost): hand it over.
   redis.call('LPOP', KEYS[2])
@@ -59,6 +74,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HDEL', KEYS[4], head)
   redis.call('HSET', KEYS[1], head, 1)
   redis.call('PEXPIRE', KEYS[1], lease or ARGV[2])
+  grant(KEYS[6])
   -- Without its lease entry (expired) the waiter learns of it at its next refresh.
   if ticket then
     redis.call('PUBLISH', KEYS[5], head .. '/' .. ticket .. ' ')
@@ -78,4 +94,4 @@ if tonumber(ARGV[4]) > 0 then
 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 1 then ttl = 1 end
-return -ttl
+return {-ttl, 0}

@@ -1,6 +1,7 @@
 -- fair_unlock.lua: release one hold of a FairLock; at the last hold hand the lock straight to
 -- the first live waiter, so that it need not ask again.
--- KEYS[1..5]  as in fair_lock.lua: hash, queue, deadlines, leases, channel
+-- KEYS[1..6]  as in fair_lock.lua: hash, queue, deadlines, leases, channel, grant counter
+--             (a handover is a grant: it increments the counter)
 -- ARGV[1]     owner (process id .. "-" .. goroutine id)
 -- ARGV[2]     process id of the caller
 -- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
@@ -8,6 +9,17 @@
 -- becomes the holder (hold count 1, its own lease) and its owner .. "/" .. its ticket is
 -- returned (a string). A waiter of the caller's own process is woken by the caller; for any
 -- other, its owner .. "/" .. ticket .. " " .. the caller's process id is published on KEYS[5].
+
+-- grant increments a grant counter. One that Redis lost (restarted empty) starts again at
+-- the server's clock in microseconds, above every token issued before the loss.
+local function grant(key)
+  if redis.call('EXISTS', key) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  return redis.call('INCR', key)
+end
+
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
   return -1
 end
@@ -33,6 +45,7 @@ while true do
   if deadline and lease and tonumber(deadline) >= now then
     redis.call('HSET', KEYS[1], head, 1)
     redis.call('PEXPIRE', KEYS[1], lease)
+    grant(KEYS[6])
     local wait = head .. '/' .. ticket
     -- A waiter of the caller's own process is woken by the caller: no message needed.
     if string.sub(head, 1, #ARGV[2] + 1) ~= ARGV[2] .. '-' then

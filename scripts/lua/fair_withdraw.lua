@@ -1,9 +1,13 @@
 -- fair_withdraw.lua: a FairLock waiter gives up (its wait ran out or its context ended).
--- KEYS[1..5]  as in fair_lock.lua: hash, queue, deadlines, leases, channel
+-- KEYS[1..6]  as in fair_lock.lua: hash, queue, deadlines, leases, channel, grant counter
 -- ARGV[1]     owner (process id .. "-" .. goroutine id)
--- Returns 1 when the lock had already been handed to the caller (it holds it and must
--- release it or keep it), else 0 after removing the caller from the queue.
+-- Returns the caller's fencing token (the grant counter, >= 1) when the lock had already been
+-- handed to the caller (it holds it and must release it or keep it), else 0 after removing
+-- the caller from the queue.
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[4], ARGV[1])
-return redis.call('HEXISTS', KEYS[1], ARGV[1])
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  return math.max(tonumber(redis.call('GET', KEYS[6]) or 1), 1)
+end
+return 0

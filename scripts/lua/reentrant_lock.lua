@@ -1,16 +1,35 @@
 -- reentrant_lock.lua: take or re-enter a ReentrantLock, a hash whose one field is the owner
 -- and whose value is that owner's hold count (Redisson's RLock).
 -- KEYS[1]  the lock hash ("lock:{" .. name .. "}:reentrant")
+-- KEYS[2]  the name's grant counter (KEYS[1] .. ":fence"), without expiry
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
--- Returns the caller's hold count (>= 1) when it now holds the lock, or minus the lock's
--- remaining time to live in milliseconds (<= -1) when another owner holds it, so that the
+-- Returns {hold count (>= 1), fencing token} when the caller now holds the lock: a new grant
+-- increments the counter, a re-entry keeps the holder's token (the counter's value, which no
+-- other grant can have moved while the caller held the lock). Else {minus the lock's
+-- remaining time to live in milliseconds (<= -1), 0} when another owner holds it, so that the
 -- caller knows how long it may have to wait if no release message reaches it.
-if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+
+-- grant increments a grant counter. One that Redis lost (restarted empty) starts again at
+-- the server's clock in microseconds, above every token issued before the loss.
+local function grant(key)
+  if redis.call('EXISTS', key) == 0 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+  return redis.call('INCR', key)
+end
+
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {1, grant(KEYS[2])}
+end
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return n
+  return {n, tonumber(redis.call('GET', KEYS[2]) or 0)}
 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 1 then ttl = 1 end
-return -ttl
+return {-ttl, 0}

@@ -22,17 +22,17 @@ func (_m *Store) EXPECT() *Store_Expecter {
 	return &Store_Expecter{mock: &_m.Mock}
 }
 
-// Create provides a mock function with given fields: ctx, o, process
-func (_m *Store) Create(ctx context.Context, o order.Order, process func(context.Context) error) error {
-	ret := _m.Called(ctx, o, process)
+// Create provides a mock function with given fields: ctx, o, fence, process
+func (_m *Store) Create(ctx context.Context, o order.Order, fence order.Fence, process func(context.Context) error) error {
+	ret := _m.Called(ctx, o, fence, process)
 
 	if len(ret) == 0 {
 		panic("no return value specified for Create")
 	}
 
 	var r0 error
-	if rf, ok := ret.Get(0).(func(context.Context, order.Order, func(context.Context) error) error); ok {
-		r0 = rf(ctx, o, process)
+	if rf, ok := ret.Get(0).(func(context.Context, order.Order, order.Fence, func(context.Context) error) error); ok {
+		r0 = rf(ctx, o, fence, process)
 	} else {
 		r0 = ret.Error(0)
 	}
@@ -48,14 +48,15 @@ type Store_Create_Call struct {
 // Create is a helper method to define mock.On call
 //   - ctx context.Context
 //   - o order.Order
+//   - fence order.Fence
 //   - process func(context.Context) error
-func (_e *Store_Expecter) Create(ctx interface{}, o interface{}, process interface{}) *Store_Create_Call {
-	return &Store_Create_Call{Call: _e.mock.On("Create", ctx, o, process)}
+func (_e *Store_Expecter) Create(ctx interface{}, o interface{}, fence interface{}, process interface{}) *Store_Create_Call {
+	return &Store_Create_Call{Call: _e.mock.On("Create", ctx, o, fence, process)}
 }
 
-func (_c *Store_Create_Call) Run(run func(ctx context.Context, o order.Order, process func(context.Context) error)) *Store_Create_Call {
+func (_c *Store_Create_Call) Run(run func(ctx context.Context, o order.Order, fence order.Fence, process func(context.Context) error)) *Store_Create_Call {
 	_c.Call.Run(func(args mock.Arguments) {
-		run(args[0].(context.Context), args[1].(order.Order), args[2].(func(context.Context) error))
+		run(args[0].(context.Context), args[1].(order.Order), args[2].(order.Fence), args[3].(func(context.Context) error))
 	})
 	return _c
 }
@@ -65,7 +66,7 @@ func (_c *Store_Create_Call) Return(_a0 error) *Store_Create_Call {
 	return _c
 }
 
-func (_c *Store_Create_Call) RunAndReturn(run func(context.Context, order.Order, func(context.Context) error) error) *Store_Create_Call {
+func (_c *Store_Create_Call) RunAndReturn(run func(context.Context, order.Order, order.Fence, func(context.Context) error) error) *Store_Create_Call {
 	_c.Call.Return(run)
 	return _c
 }

@@ -1,0 +1,53 @@
+package app
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// TestTokensMatchTheLocks: LockKind.Tokens says true exactly for the guards whose locks are
+// lock.Fenced, which is what fencing relies on. ZooKeeper needs a real one: integration only.
+func TestTokensMatchTheLocks(t *testing.T) {
+	ctx := context.Background()
+	st, err := OpenStores(ctx, StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()}})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	db, err := st.OpenDB(ctx, database.Pool{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	sqlDB, err := db.DB.DB()
+	require.NoError(t, err)
+	rdb := st.OpenRedis(8)
+	t.Cleanup(func() { _ = rdb.Close() })
+	for name, kind := range LockKinds {
+		if name == "zookeeper" && !testenv.Integration {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			g, err := kind.New(LockEnv{Ctx: ctx, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Redis: rdb, RedisPool: 8,
+				DB: sqlDB, Dialect: db.Dialect, Process: lock.NewProcessID(), OrderTimeout: time.Second, Stores: st})
+			testenv.NeedLockServer(t, err)
+			require.NoError(t, err)
+			if g.Close != nil {
+				t.Cleanup(func() { _ = g.Close() })
+			}
+			_, fenced := g.Locks.New("order:1").(lock.Fenced)
+			assert.Equal(t, fenced, kind.Tokens, "Tokens of %s", name)
+			on, err := Fences(name, FencingAuto)
+			require.NoError(t, err)
+			assert.Equal(t, fenced, on, "auto fences exactly the guards with tokens")
+			_, err = Fences(name, FencingOn)
+			assert.Equal(t, fenced, err == nil, "on is refused for a guard without tokens: %v", err)
+		})
+	}
+}
