@@ -186,7 +186,7 @@ func TestPlaceAfterLockFailures(t *testing.T) {
 			assert.Equal(t, 1.0, f.count(tt.result), "count of %s", tt.result)
 			assert.Zero(t, f.count(order.ResultCreated))
 			assert.Zero(t, f.count(order.ResultError)+f.count(order.ResultAlreadyOrdered)+f.count(order.ResultDuplicateByDB)+
-				f.count(order.ResultSoldOut)-1, "one result counted, whatever the read of the existing order did")
+				f.count(order.ResultSoldOut)+f.count(order.ResultFenced)-1, "one result counted, whatever the read of the existing order did")
 		})
 	}
 }
