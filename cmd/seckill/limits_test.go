@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,7 +85,9 @@ func TestServeLimits(t *testing.T) {
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, "the handler's read of the body failed")
 		assert.GreaterOrEqual(t, elapsed, readTimeout-200*time.Millisecond, "cut off before the read timeout: by what?")
 		_, err = r.ReadByte()
-		assert.ErrorIs(t, err, io.EOF, "the connection is closed after the answer")
+		// Closed: EOF, or a reset when the server closed with trickled bytes still unread.
+		assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET),
+			"the connection is closed after the answer; got %v", err)
 	})
 
 	t.Run("order with a body refused without reading it", func(t *testing.T) {
