@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +123,21 @@ func TestPct(t *testing.T) {
 	assert.Equal(t, 99*time.Millisecond, pct(d, 0.99))
 	assert.Equal(t, 50*time.Millisecond, pct(d, 0.5))
 	assert.Equal(t, time.Duration(0), pct(nil, 0.99))
+}
+
+// TestWriteLogsEachOrderOnce: a lost 201 whose retry is answered already_ordered with the
+// order's id names the same order again; orders.log lists it once, so that the verdict does
+// not see a user answered 201 twice. Two different ids of one user stay two lines.
+func TestWriteLogsEachOrderOnce(t *testing.T) {
+	d := &driver{c: loadConfig{out: t.TempDir(), scenario: "s"}, attempts: []attempt{
+		{User: 1, N: 1, Status: 201, Code: codeCreated, OrderID: "11"},
+		{User: 1, N: 2, Status: 409, Code: "already_ordered", OrderID: "11"},
+		{User: 2, N: 1, Status: 201, Code: codeCreated, OrderID: "21"},
+		{User: 2, N: 2, Status: 201, Code: codeCreated, OrderID: "22"},
+	}}
+	require.NoError(t, d.write(7))
+	b, err := os.ReadFile(filepath.Join(d.c.out, "orders.log"))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	assert.Len(t, lines, 3, "%s", b)
 }

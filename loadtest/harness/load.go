@@ -411,8 +411,13 @@ func (d *driver) write(vid int64) error {
 		return fmt.Errorf("load: %w", err)
 	}
 	var orders, reqs, watch bytes.Buffer
+	// Each order once: a retry answered 409 already_ordered names the order its lost 201
+	// placed, and the verdict counts every line as an order answered to its user (two lines
+	// of one user are two orders). Two different ids of one user still make two lines.
+	logged := map[string]bool{}
 	for _, a := range d.attempts {
-		if a.OrderID != "" {
+		if a.OrderID != "" && !logged[a.OrderID] {
+			logged[a.OrderID] = true
 			line, _ := json.Marshal(map[string]k6Order{"order": {ID: a.OrderID, User: a.User, Voucher: vid, Scenario: d.c.scenario}})
 			orders.Write(append(line, '\n'))
 		}
