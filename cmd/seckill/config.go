@@ -39,7 +39,7 @@ type config struct {
 	orderMode     string // app.ModeSync or app.ModeAsync
 	stream        async.Config
 	pprofAddr     string // loopback address of the profiling listener; empty: none
-	fencing      string   // app.FencingOn, FencingOff or FencingAuto
+	fencing       string // app.FencingOn, FencingOff or FencingAuto
 }
 
 // envFlag documents one setting: its environment variable and flag.

@@ -44,10 +44,10 @@ type SimpleRedisLock struct {
 	key     string
 	counter string
 	process string
-	strays  *strays   // nil: a failed cleanup is not retried (a lock made by NewSimpleRedisLock)
+	strays  *strays // nil: a failed cleanup is not retried (a lock made by NewSimpleRedisLock)
 	// clock seeds a grant counter that Redis lost (fenceSeed); nil: such a counter starts
 	// again at 1 (a lock made by NewSimpleRedisLock, as the lessons use it).
-	clock func() time.Time
+	clock   func() time.Time
 	expires time.Time // of the lock this object's last TryLock took, at the latest
 	token   atomic.Int64
 }
