@@ -163,6 +163,11 @@ const (
 	RedisDialTimeout = time.Second
 	RedisPoolTimeout = time.Second
 	RedisIOTimeout   = time.Second
+	// EmbeddedRedisIOTimeout bounds the reads and writes to the embedded Redis instead. That
+	// server runs in this process: it cannot hang while the process runs, and a read that
+	// takes a second there is the whole process starved of CPU (a loaded test machine), which
+	// the order's own deadline bounds already.
+	EmbeddedRedisIOTimeout = 5 * time.Second
 )
 
 // OpenRedis returns a new client, with its own pool, to the Redis server: with a Sentinel
@@ -177,13 +182,17 @@ const (
 // lock busy, leaving it taken until its TTL; an unlock resent reports the lock lost. The order
 // fails instead (503) and the client retries the whole order.
 func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
+	io := RedisIOTimeout
+	if s.Mini != nil {
+		io = EmbeddedRedisIOTimeout
+	}
 	opts := &redis.UniversalOptions{
 		Addrs:                 []string{s.redisAddr},
 		PoolSize:              poolSize,
 		DialTimeout:           RedisDialTimeout,
 		PoolTimeout:           RedisPoolTimeout,
-		ReadTimeout:           RedisIOTimeout,
-		WriteTimeout:          RedisIOTimeout,
+		ReadTimeout:           io,
+		WriteTimeout:          io,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 	}
