@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -53,6 +54,13 @@ type Config struct {
 // part of its time in Redis (the lock, the id) and answering; more orders than that would
 // only queue for a connection.
 const InflightPerConn = 2
+
+// Order ids come from blocks (idgen.Blocks): one Redis round trip per orderIDBlock orders
+// instead of one per order, and an id's time part at most orderIDBlockAge behind its order.
+const (
+	orderIDBlock    = 256
+	orderIDBlockAge = time.Second
+)
 
 // Instance is one service instance: its own pools, process id, guard and metrics.
 type Instance struct {
@@ -144,16 +152,17 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	}
 
 	var vouchers api.Vouchers = voucher.NewService(voucher.NewStore(db.DB))
+	ids := idgen.NewBlocks(rdb, "order", orderIDBlock, orderIDBlockAge)
 	var a *Async
 	if cfg.OrderMode == ModeAsync {
-		if a, err = newAsync(ctx, log, cfg, db, rdb, inst.Registry); err != nil {
+		if a, err = newAsync(ctx, log, cfg, db, rdb, ids, inst.Registry); err != nil {
 			_ = inst.Close()
 			return nil, err
 		}
 		// Reads of an order ask Redis's pending and failed orders before the database.
 		cfg.Order.Pending = async.OrderPending{Statuses: a.Statuses}
 	}
-	svc := order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, idgen.New(rdb, "order"),
+	svc := order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, ids,
 		order.NewMetrics(inst.Registry), log, cfg.Order)
 	var orders api.Orders = svc
 	if a != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
-	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/voucher"
 )
@@ -45,7 +44,7 @@ type Async struct {
 
 // newAsync wires the asynchronous mode over the instance's pools: it loads the vouchers on
 // sale that Redis lacks and starts the writer.
-func newAsync(ctx context.Context, log *slog.Logger, cfg Config, db *database.DB, rdb redis.UniversalClient, reg prometheus.Registerer) (*Async, error) {
+func newAsync(ctx context.Context, log *slog.Logger, cfg Config, db *database.DB, rdb redis.UniversalClient, ids async.IDs, reg prometheus.Registerer) (*Async, error) {
 	acfg := cfg.Async
 	if acfg.Timeout == 0 {
 		acfg.Timeout = cfg.Order.EffectiveTimeout()
@@ -66,7 +65,7 @@ func newAsync(ctx context.Context, log *slog.Logger, cfg Config, db *database.DB
 	}
 	metrics := async.NewMetrics(reg)
 	a := &Async{
-		Service:  async.NewService(rdb, idgen.New(rdb, "order"), loader, metrics, log, acfg),
+		Service:  async.NewService(rdb, ids, loader, metrics, log, acfg),
 		Writer:   async.NewWriter(rdb, st, metrics, log, acfg),
 		Loader:   loader,
 		Statuses: async.NewStatuses(rdb),

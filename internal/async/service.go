@@ -52,12 +52,8 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 }
 
 func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, string, error) {
-	// Refusals first, from two plain reads: in a storm on a sold-out voucher most requests end
-	// here, with no order id drawn and no script run. Each refusal is true when read; the
-	// script checks everything again, atomically, for the requests that pass.
-	if id, result, err, done := s.precheck(ctx, userID, voucherID); done {
-		return id, result, err
-	}
+	// One round trip: the id comes from a block the generator holds (internal/idgen.Blocks),
+	// and the script checks everything, refusals included, and admits in one call.
 	orderID, err := s.ids.Next(ctx)
 	if err != nil {
 		return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
@@ -88,47 +84,6 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 			return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		}
 	}
-}
-
-// precheck answers a request the sale hash and the users hash refuse (done true); it leaves
-// everything else, a missing sale hash and a failed read included, to the script.
-func (s *Service) precheck(ctx context.Context, userID, voucherID int64) (int64, string, error, bool) {
-	k := keysOf(voucherID)
-	var sale *redis.SliceCmd
-	var earlier *redis.StringCmd
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		sale = p.HMGet(ctx, k.sale, "stock", "begin", "end")
-		earlier = p.HGet(ctx, k.users, strconv.FormatInt(userID, 10))
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, "", nil, false
-	}
-	vals := sale.Val()
-	nums := make([]int64, 3)
-	for i := range nums {
-		str, ok := vals[i].(string)
-		if !ok {
-			return 0, "", nil, false
-		}
-		if nums[i], err = strconv.ParseInt(str, 10, 64); err != nil {
-			return 0, "", nil, false
-		}
-	}
-	now := s.cfg.Now().UnixMilli()
-	switch {
-	case now < nums[1] || now >= nums[2]:
-		return 0, order.ResultSaleNotActive, order.ErrSaleNotActive, true
-	case earlier.Err() == nil:
-		id, err := strconv.ParseInt(earlier.Val(), 10, 64)
-		if err != nil {
-			return 0, "", nil, false
-		}
-		return id, order.ResultAlreadyOrdered, &order.AlreadyOrderedError{OrderID: id}, true
-	case nums[0] <= 0:
-		return 0, order.ResultSoldOut, order.ErrSoldOut, true
-	}
-	return 0, "", nil, false
 }
 
 // readBackTimeout bounds the read that settles an admission whose answer was lost.

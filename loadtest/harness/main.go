@@ -8,6 +8,9 @@
 //	harness baseline -dsn DSN [-workers 64] [-duration 20s]
 //	harness load -url URL -out DIR [-mode open -rate 50 | -mode closed -workers 64] [-retry]
 //	harness chaos-check -experiment NAME -dir DIR -events FILE -dsn DSN ...
+//	harness rate     -url URL -voucher ID -rate 5000 -duration 10s [-out FILE]
+//	harness drain    -dsn DSN -redis ADDR -voucher ID [-timeout 2m]
+//	harness chart    -in run/scaling/points.csv -out docs/loadtest-scaling.svg
 package main
 
 import (
@@ -27,6 +30,9 @@ commands:
   baseline   drive the order transaction straight at the database: its orders/s, no HTTP, no lock
   load       drive orders through nginx (open or closed loop, retrying as a client should) for make chaos
   chaos-check  one chaos experiment's figures and thresholds, and the SQL verdict (scripts/chaos.sh)
+  rate       an open loop of orders at a fixed rate, every request a new user: answers and latency (scripts/scaling.sh)
+  drain      wait until an async voucher's admitted orders are all in MySQL; the writers' rate
+  chart      draw scripts/scaling.sh's measurements as an SVG chart
 `
 
 func main() {
@@ -56,6 +62,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runLoad(ctx, rest, stdout, stderr)
 	case "chaos-check":
 		return runChaosCheck(ctx, rest, stdout, stderr)
+	case "rate":
+		return runRate(ctx, rest, stdout, stderr)
+	case "drain":
+		return runDrain(ctx, rest, stdout, stderr)
+	case "chart":
+		return runChart(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

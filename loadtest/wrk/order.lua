@@ -1,4 +1,4 @@
--- wrk script of scripts/capacity.sh: a closed loop of order requests, every request a new user.
+-- wrk script of scripts/capacity.sh and scaling.sh: a closed loop of order requests, every request a new user.
 --
 --   VOUCHER_ID  the voucher to order (created by capacity.sh with more stock than can sell)
 --   USER_BASE   first user id (default 3000000000); thread i counts up from USER_BASE + i*1e9
@@ -23,3 +23,5 @@ function request()
   next = next + 1
   return wrk.format("POST", path, { ["X-User-ID"] = string.format("%d", next), ["Content-Length"] = "0" })
 end
+
+dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "report.lua")

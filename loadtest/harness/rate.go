@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// rateResult is one open-loop run of `harness rate`.
+type rateResult struct {
+	Rate        float64        `json:"rate"`
+	DurationSec float64        `json:"durationSec"`
+	Sent        int            `json:"sent"`
+	Skipped     int            `json:"skipped"`
+	Statuses    map[string]int `json:"statuses"`
+	OKPerSec    float64        `json:"okPerSec"`
+	P50Ms       float64        `json:"p50Ms"`
+	P99Ms       float64        `json:"p99Ms"`
+	MaxMs       float64        `json:"maxMs"`
+}
+
+// runRate drives an open loop of order requests at a fixed rate, every request a new user, and
+// reports the answers and their latency. Latency is measured from the moment a request was due,
+// not from when it was sent, so a client falling behind shows as latency instead of hiding it
+// (coordinated omission). A request that would exceed -max-inflight is not sent and counted as
+// skipped: the run is then void, and the command fails.
+func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("url", "http://127.0.0.1:8080", "base URL (nginx)")
+	vid := fs.Int64("voucher", 0, "voucher to order")
+	rate := fs.Float64("rate", 100, "requests per second")
+	dur := fs.Duration("duration", 10*time.Second, "how long to send")
+	userBase := fs.Int64("user-base", 5_000_000_000, "first user id")
+	maxInflight := fs.Int("max-inflight", 8192, "requests in flight at most; more void the run")
+	out := fs.String("out", "", "write the result as JSON to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *vid <= 0 || *rate <= 0 || *dur <= 0 {
+		return errors.New("rate: want -voucher, -rate and -duration > 0")
+	}
+	res, err := openLoopOrders(ctx, *base, *vid, *rate, *dur, *userBase, *maxInflight)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rate: %.0f/s for %s: %d sent, %d skipped, answers %v; 2xx %.1f/s; latency p50 %.2f ms, p99 %.2f ms, max %.1f ms\n",
+		res.Rate, *dur, res.Sent, res.Skipped, res.Statuses, res.OKPerSec, res.P50Ms, res.P99Ms, res.MaxMs)
+	if *out != "" {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		if err := os.WriteFile(*out, b, 0o644); err != nil {
+			return fmt.Errorf("rate: %w", err)
+		}
+	}
+	if res.Skipped > 0 {
+		return fmt.Errorf("rate: %d requests not sent (more than %d in flight): the run does not show the service at %.0f/s", res.Skipped, *maxInflight, *rate)
+	}
+	return nil
+}
+
+func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, dur time.Duration, userBase int64, maxInflight int) (rateResult, error) {
+	client := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			MaxIdleConns:        maxInflight,
+			MaxIdleConnsPerHost: maxInflight,
+			IdleConnTimeout:     30 * time.Second,
+		},
+	}
+	defer client.CloseIdleConnections()
+	url := base + "/api/vouchers/" + strconv.FormatInt(vid, 10) + "/orders"
+	n := int(rate * dur.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+
+	var (
+		mu       sync.Mutex
+		statuses = map[string]int{}
+		lat      = make([]time.Duration, 0, n)
+		wg       sync.WaitGroup
+	)
+	slots := make(chan struct{}, maxInflight)
+	res := rateResult{Rate: rate}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		select {
+		case slots <- struct{}{}:
+		default:
+			res.Skipped++
+			continue
+		}
+		res.Sent++
+		wg.Add(1)
+		go func(user int64) {
+			defer wg.Done()
+			defer func() { <-slots }()
+			status := "error"
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+			if err == nil {
+				req.Header.Set("X-User-ID", strconv.FormatInt(user, 10))
+				var resp *http.Response
+				if resp, err = client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					status = strconv.Itoa(resp.StatusCode)
+				}
+			}
+			took := time.Since(due)
+			mu.Lock()
+			statuses[status]++
+			lat = append(lat, took)
+			mu.Unlock()
+		}(userBase + int64(i))
+	}
+	sendTime := time.Since(start)
+	wg.Wait()
+	res.DurationSec = sendTime.Seconds()
+	res.Statuses = statuses
+	ok := 0
+	for s, c := range statuses {
+		if len(s) == 3 && s[0] == '2' {
+			ok += c
+		}
+	}
+	res.OKPerSec = float64(ok) / res.DurationSec
+	slices.Sort(lat)
+	res.P50Ms = millis(pct(lat, 0.50))
+	res.P99Ms = millis(pct(lat, 0.99))
+	if len(lat) > 0 {
+		res.MaxMs = millis(lat[len(lat)-1])
+	}
+	return res, nil
+}
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

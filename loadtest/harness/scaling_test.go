@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const scalingCSV = `sweep,mode,instances,connections,ok_per_sec,p99_ms
+instances,sync,1,64,700,120
+instances,sync,2,64,800,110
+instances,async,1,64,7000,20
+instances,async,2,64,9000,15
+instances,healthz,1,64,18000,6
+instances,healthz,2,64,20000,5
+connections,sync,2,16,600,40
+connections,sync,2,64,800,110
+connections,async,2,16,6000,4
+connections,async,2,64,9000,15
+connections,healthz,2,16,15000,2
+connections,healthz,2,64,20000,5
+`
+
+func TestChartDrawsEverySeriesInValidSVG(t *testing.T) {
+	pts, err := readPoints(strings.NewReader(scalingCSV))
+	require.NoError(t, err)
+	require.Len(t, pts, 12)
+	svg, err := drawChart(pts, "2 cores, <test>")
+	require.NoError(t, err)
+
+	d := xml.NewDecoder(strings.NewReader(svg))
+	lines := 0
+	for {
+		tok, err := d.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "the SVG is well-formed XML")
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			lines++
+		}
+	}
+	assert.Equal(t, 12, lines, "three series in each of four panels")
+	assert.Contains(t, svg, "2 cores, &lt;test&gt;")
+	assert.Contains(t, svg, "instances (64 connections)")
+	assert.Contains(t, svg, "connections (2 instances)")
+}
+
+func TestChartRejectsBadInput(t *testing.T) {
+	for name, in := range map[string]string{
+		"empty":        "",
+		"header only":  "sweep,mode,instances,connections,ok_per_sec,p99_ms\n",
+		"short line":   "h,h,h,h,h,h\ninstances,sync,1,64,700\n",
+		"not a number": "h,h,h,h,h,h\ninstances,sync,one,64,700,1\n",
+		"bad sweep":    "h,h,h,h,h,h\nthreads,sync,1,64,700,1\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := readPoints(strings.NewReader(in))
+			assert.Error(t, err)
+		})
+	}
+}
+
+func TestOpenLoopSendsEveryUserOnce(t *testing.T) {
+	var n atomic.Int64
+	users := make(chan string, 1000)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		users <- r.Header.Get("X-User-ID")
+		if n.Add(1)%4 == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+
+	res, err := openLoopOrders(context.Background(), srv.URL, 7, 400, 250*time.Millisecond, 100, 64)
+	require.NoError(t, err)
+	close(users)
+	seen := map[string]bool{}
+	for u := range users {
+		assert.False(t, seen[u], "user %s sent twice", u)
+		seen[u] = true
+	}
+	assert.Equal(t, 100, res.Sent)
+	assert.Len(t, seen, 100)
+	assert.Equal(t, 0, res.Skipped)
+	assert.Equal(t, map[string]int{"202": 75, "503": 25}, res.Statuses)
+	assert.Greater(t, res.OKPerSec, 0.0)
+	assert.LessOrEqual(t, res.P50Ms, res.P99Ms)
+}
+
+func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
+	// Each answer takes 20 ms; 50 requests are due within 50 ms and at most 2 may be in
+	// flight, so most cannot be sent on time: they are counted, never queued.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond)
+	}))
+	defer srv.Close()
+
+	res, err := openLoopOrders(context.Background(), srv.URL, 7, 1000, 50*time.Millisecond, 1, 2)
+	require.NoError(t, err, "the run is reported; runRate turns skips into an error")
+	assert.Equal(t, 50, res.Sent+res.Skipped)
+	assert.Positive(t, res.Skipped)
+	assert.Equal(t, res.Sent, res.Statuses["200"])
+}
