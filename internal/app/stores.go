@@ -195,6 +195,11 @@ func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
 		WriteTimeout:          io,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
+		// RESP2: the service uses no RESP3 feature (push notifications, client-side caching),
+		// and on RESP3 go-redis looks for pending push notifications on the connection before
+		// every command: a read system call per command, 9% of an instance's CPU when async
+		// admissions ran at 8,000/s (docs/loadtest.md, Scaling).
+		Protocol: 2,
 	}
 	if s.sentinel.Master != "" {
 		// The same timeouts hold for the calls to the sentinels.

@@ -43,6 +43,7 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dur := fs.Duration("duration", 10*time.Second, "how long to send")
 	userBase := fs.Int64("user-base", 5_000_000_000, "first user id")
 	maxInflight := fs.Int("max-inflight", 8192, "requests in flight at most; more void the run")
+	conns := fs.Int("connections", 256, "connections at most; a request due while all are busy waits for one, its wait counted in its latency")
 	out := fs.String("out", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -50,7 +51,7 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *vid <= 0 || *rate <= 0 || *dur <= 0 {
 		return errors.New("rate: want -voucher, -rate and -duration > 0")
 	}
-	res, err := openLoopOrders(ctx, *base, *vid, *rate, *dur, *userBase, *maxInflight)
+	res, err := openLoopOrders(ctx, *base, *vid, *rate, *dur, *userBase, *maxInflight, *conns)
 	if err != nil {
 		return err
 	}
@@ -68,13 +69,14 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, dur time.Duration, userBase int64, maxInflight int) (rateResult, error) {
+func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, dur time.Duration, userBase int64, maxInflight, conns int) (rateResult, error) {
 	client := &http.Client{
 		Timeout: 30 * time.Second,
 		Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			MaxIdleConns:        maxInflight,
-			MaxIdleConnsPerHost: maxInflight,
+			MaxConnsPerHost:     conns,
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
 			IdleConnTimeout:     30 * time.Second,
 		},
 	}

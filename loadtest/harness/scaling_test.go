@@ -84,7 +84,7 @@ func TestOpenLoopSendsEveryUserOnce(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoopOrders(context.Background(), srv.URL, 7, 400, 250*time.Millisecond, 100, 64)
+	res, err := openLoopOrders(context.Background(), srv.URL, 7, 400, 250*time.Millisecond, 100, 64, 8)
 	require.NoError(t, err)
 	close(users)
 	seen := map[string]bool{}
@@ -108,7 +108,7 @@ func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoopOrders(context.Background(), srv.URL, 7, 1000, 50*time.Millisecond, 1, 2)
+	res, err := openLoopOrders(context.Background(), srv.URL, 7, 1000, 50*time.Millisecond, 1, 2, 2)
 	require.NoError(t, err, "the run is reported; runRate turns skips into an error")
 	assert.Equal(t, 50, res.Sent+res.Skipped)
 	assert.Positive(t, res.Skipped)
