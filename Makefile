@@ -100,6 +100,13 @@ compose-config:
 capacity:
 	scripts/capacity.sh
 
+## scaling: both order modes against instances (1-4) and connections (16-512) with GET /healthz as the
+## machine's limit, the DB baseline, async p99 at 80% of its ceiling, a 5-minute sale's memory, and the
+## chart docs/loadtest-scaling.svg (~13 min; SALE=0 skips the sale; docs/loadtest.md#scaling)
+.PHONY: scaling
+scaling:
+	scripts/scaling.sh
+
 ## lockbench: every lock (Redis, RedLock, MySQL, GET_LOCK, ZooKeeper, etcd) against its Go peers (~4 min)
 ## Needs MariaDB on :3306 and the servers of services-up; starts its own etcd (Debian's
 ## etcd-server, when installed) and five redis-server processes for the node-loss test.

@@ -119,8 +119,8 @@ func drawChart(pts []point, subtitle string) (string, error) {
 	panels := []panel{
 		{"instances", "ok", "answers/s (2xx)", panelX0, panelY0},
 		{"connections", "ok", "answers/s (2xx)", panelX1, panelY0},
-		{"instances", "p99", "p99 latency, ms", panelX0, panelY1},
-		{"connections", "p99", "p99 latency, ms", panelX1, panelY1},
+		{"instances", "p99", "p99 latency, ms (all answers)", panelX0, panelY1},
+		{"connections", "p99", "p99 latency, ms (all answers)", panelX1, panelY1},
 	}
 	for _, p := range panels {
 		var sel []point
