@@ -171,20 +171,15 @@ func startChild(t *testing.T, env map[string]string) *child {
 			t.Logf("child log:\n%s", b)
 		}
 	})
-	require.Eventually(t, func() bool {
+	waitReady(t, c.base, 30*time.Second, func() (string, bool) {
 		select {
 		case <-c.exited:
 			b, _ := os.ReadFile(c.log)
-			t.Fatalf("child exited early:\n%s", b)
+			return string(b), true
 		default:
+			return "", false
 		}
-		resp, err := http.Get(c.base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 20*time.Millisecond, "child never became ready")
+	})
 	return c
 }
 
