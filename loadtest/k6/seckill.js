@@ -121,6 +121,9 @@ const serverErrors = new Counter('server_errors');
 // was lost and who learnt their order from the 409 already_ordered of a retry.
 const retried = new Counter('retried');
 const recovered = new Counter('recovered_by_409');
+// The flash peak's span: from its first request sent to its last answer.
+const flashSentAt = new Trend('flash_sent_at_ms');
+const flashAnsweredAt = new Trend('flash_answered_at_ms');
 
 // 201 (202) and 409 are the answers of a healthy service under this load; anything else is a failure.
 http.setResponseCallback(http.expectedStatuses(ACCEPTED, 409));
@@ -332,7 +335,9 @@ export function flash(data) {
   const first = data.userBase + FLASH_USER_OFFSET + exec.scenario.iterationInTest * FLASH_BATCH;
   const users = [];
   for (let u = first; u < first + FLASH_BATCH && u < data.userBase + FLASH_USER_OFFSET + FLASH_USERS; u++) users.push(u);
+  flashSentAt.add(Date.now());
   const outcomes = batch(users.map((u) => orderRequest(voucherId, u)));
+  flashAnsweredAt.add(Date.now());
   users.forEach((u, i) => settle('flash', voucherId, u, [outcomes[i]]));
 }
 
@@ -387,6 +392,7 @@ function textReport(summary) {
     const nonzero = Object.entries(summary.scenarios[s].results).filter(([, n]) => n > 0);
     lines.push(`  ${s.padEnd(8)} ${nonzero.map(([r, n]) => `${r}=${n}`).join('  ') || '(none)'}`);
   }
+  if (ASYNC) lines.push(`flash peak: ${FLASH_USERS} users answered within ${fmt(summary.flashSpanSec, 2)} s of its first request`);
   lines.push(`dropped iterations: ${summary.droppedIterations}`);
   if (RETRIES > 0) lines.push(`requests retried after a 5xx or no answer: ${summary.retried}; orders learnt from a retry's 409: ${summary.recoveredBy409}`);
   lines.push('thresholds:');
@@ -416,6 +422,9 @@ export function handleSummary(data) {
     scenarios,
     droppedIterations: count(data, 'dropped_iterations'),
     retried: count(data, 'retried'),
+    flashSpanSec: ASYNC && metric(data, 'flash_sent_at_ms') && metric(data, 'flash_answered_at_ms')
+      ? (metric(data, 'flash_answered_at_ms').max - metric(data, 'flash_sent_at_ms').min) / 1000
+      : undefined,
     recoveredBy409: count(data, 'recovered_by_409'),
     thresholds,
     metrics: data.metrics,
