@@ -5,7 +5,19 @@
 # It exits 0 only when the verdict is what the guard deserves: a clean run for a real lock, a
 # detected failure for LOCK=local or none (see docs/loadtest.md), and k6's thresholds held.
 #
+# MODE=async runs the instances with SECKILL_ORDER_MODE=async against a redis-server of its own
+# (started fresh, stopped at the end, unless SECKILL_REDIS_ADDR is set), adds k6's flash peak,
+# and the verifier first waits for the stream writers to drain, then adds the asynchronous
+# checks: every 202 one row and "created" on GET /api/orders/{id}, Redis stock + pending +
+# orders = initial stock, nothing dead-lettered. KILL=1 (async only) freezes and then kills -9
+# instance 2 in the middle of the sell-out: its delivered, unacknowledged orders must be claimed
+# and written by instance 1; k6 retries the requests the kill cut off (RETRIES, default 3).
+#
 # Settings (environment; the Makefile passes its variables of the same names):
+#   MODE            sync (default) or async: SECKILL_ORDER_MODE of the instances
+#   KILL            1: kill instance 2 mid-sell-out (MODE=async only; default 0)
+#   LOADTEST_REDIS_PORT  MODE=async: port of the load test's own redis-server (default 16379)
+#   DRAIN_TIMEOUT   MODE=async: bound on the writers' drain after the load (default 60s)
 #   LOCK            guard under test: redis (default), local, none, or any SECKILL_LOCK value
 #   EXPECT_FAILURE  1 when the guard is expected to let duplicates through (default: 1 for
 #                   local and none, 0 otherwise)
@@ -27,13 +39,27 @@
 #   BASE_URL        where k6 sends its requests (default nginx: http://127.0.0.1:$CLUSTER_NGINX_PORT,
 #                   8080 unless set; CLUSTER_BASE_PORT and CLUSTER_NGINX_PORT move a native cluster)
 # and the k6 script's knobs (STORM_RATE, STORM_BURST, SELLOUT_RATE, SELLOUT_STOCK, STORM_P99_MS,
-# SELLOUT_P99_MS, USER_BASE) pass through.
+# SELLOUT_P99_MS, USER_BASE, FLASH_USERS, FLASH_BATCH, FLASH_VUS, FLASH_STOCK, RETRIES) pass through.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 LOCK=${LOCK:-redis}
+MODE=${MODE:-sync}
+KILL=${KILL:-0}
+case $MODE in
+sync) [[ $KILL == 0 ]] || { echo "loadtest: KILL=1 needs MODE=async (the sync kill is make chaos's kill-instance)" >&2; exit 1; } ;;
+async) ;;
+*) echo "loadtest: MODE=$MODE: want sync or async" >&2; exit 1 ;;
+esac
+[[ $KILL == 0 || $KILL == 1 ]] || { echo "loadtest: KILL=$KILL: want 0 or 1" >&2; exit 1; }
+if [[ $MODE == async && ( $LOCK == local || $LOCK == none ) ]]; then
+	# Admission in the asynchronous mode is one Redis script: no lock guards it, so a broken
+	# lock breaks nothing there and its "failure expected" run could only fail.
+	echo "loadtest: MODE=async takes no lock: LOCK=$LOCK tests nothing (docs/loadtest.md)" >&2
+	exit 1
+fi
 case $LOCK in
 local | none) EXPECT_FAILURE=${EXPECT_FAILURE:-1} ;;
 *) EXPECT_FAILURE=${EXPECT_FAILURE:-0} ;;
@@ -41,7 +67,18 @@ esac
 DURATION=${DURATION:-30}
 BASELINE=${BASELINE:-1}
 K6=${K6:-$ROOT/.tools/bin/k6}
-OUT=${OUT:-$ROOT/run/loadtest/$LOCK}
+if [[ $MODE == async ]]; then
+	if [[ $KILL == 1 ]]; then
+		OUT=${OUT:-$ROOT/run/loadtest/async-$LOCK-kill}
+		RETRIES=${RETRIES:-3}
+		# Stock for 4/5 of the sell-out (not 1/5): the kill, halfway, lands while orders flow.
+		SELLOUT_STOCK=${SELLOUT_STOCK:-$((${SELLOUT_RATE:-300} * DURATION * 4 / 5))}
+	else
+		OUT=${OUT:-$ROOT/run/loadtest/async-$LOCK}
+	fi
+else
+	OUT=${OUT:-$ROOT/run/loadtest/$LOCK}
+fi
 LOADTEST_DSN=${LOADTEST_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
 BASELINE_DSN=${BASELINE_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_baseline?parseTime=true&loc=UTC'}
 ADMIN_TOKEN=loadtest-admin-token
@@ -55,13 +92,39 @@ rm -f "$OUT"/{summary.json,orders.log,k6.txt,verdict.txt,baseline.txt,baseline.j
 
 export SECKILL_LOCK=$LOCK SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
 export SECKILL_ORDER_DELAY=${ORDER_DELAY:-0s}
+export SECKILL_ORDER_MODE=$MODE
+
+# cleanup: stop what this script started (the cluster, the async run's redis-server).
+redis_pid=""
+cleanup() {
+	[[ ${CLUSTER:-native} != native ]] || scripts/cluster.sh down
+	if [[ -n $redis_pid ]] && tr '\0' ' ' 2>/dev/null <"/proc/$redis_pid/cmdline" | grep -q redis-server; then
+		kill -TERM "$redis_pid"
+		wait "$redis_pid" 2>/dev/null || true
+	fi
+	redis_pid=""
+}
+if [[ $MODE == async && -z ${SECKILL_REDIS_ADDR:-} && ${CLUSTER:-native} == native ]]; then
+	# A Redis of its own: the run's books start empty, and no other async service on a shared
+	# Redis discovers this run's streams and writes them into its own database.
+	port=${LOADTEST_REDIS_PORT:-16379}
+	! ss -Hltn "sport = :$port" | grep -q . || { echo "loadtest: port $port is taken; set LOADTEST_REDIS_PORT" >&2; exit 1; }
+	rm -rf "$OUT/redis" && mkdir -p "$OUT/redis"
+	redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$OUT/redis" \
+		>"$OUT/redis/redis.log" 2>&1 </dev/null &
+	redis_pid=$!
+	trap cleanup EXIT
+	for _ in $(seq 50); do [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && break; sleep 0.1; done
+	[[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] || { echo "loadtest: redis-server on :$port did not start ($OUT/redis/redis.log)" >&2; exit 1; }
+	export SECKILL_REDIS_ADDR=127.0.0.1:$port
+fi
 
 CLUSTER=${CLUSTER:-native}
 case $CLUSTER in
 native)
 	# A cluster left over from an interrupted run would carry old metrics: start from nothing.
 	scripts/cluster.sh down
-	trap 'scripts/cluster.sh down' EXIT
+	trap cleanup EXIT
 	scripts/cluster.sh up
 	instances=(-instances-file run/cluster/instances)
 	;;
@@ -77,17 +140,39 @@ external)
 esac
 
 echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before the load)"
-echo "== k6: LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out, results in ${OUT#"$ROOT"/}"
-k6_env=(-e "BASE_URL=${BASE_URL:-http://127.0.0.1:${CLUSTER_NGINX_PORT:-8080}}" -e "LOCK=$LOCK" -e "EXPECT_FAILURE=$EXPECT_FAILURE" -e "DURATION=$DURATION" -e "ADMIN_TOKEN=$ADMIN_TOKEN" -e "SUMMARY=$OUT/summary.json")
-for v in STORM_RATE STORM_BURST SELLOUT_RATE SELLOUT_STOCK STORM_P99_MS SELLOUT_P99_MS USER_BASE; do
+base_url=${BASE_URL:-http://127.0.0.1:${CLUSTER_NGINX_PORT:-8080}}
+echo "== k6: MODE=$MODE LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out$([[ $MODE == async ]] && echo ' then the flash peak')$([[ $KILL == 1 ]] && echo ', instance 2 killed mid-sell-out'), results in ${OUT#"$ROOT"/}"
+k6_env=(-e "BASE_URL=$base_url" -e "MODE=$MODE" -e "LOCK=$LOCK" -e "EXPECT_FAILURE=$EXPECT_FAILURE" -e "DURATION=$DURATION" -e "ADMIN_TOKEN=$ADMIN_TOKEN" -e "SUMMARY=$OUT/summary.json")
+for v in STORM_RATE STORM_BURST SELLOUT_RATE SELLOUT_STOCK STORM_P99_MS SELLOUT_P99_MS USER_BASE FLASH_USERS FLASH_BATCH FLASH_VUS FLASH_STOCK RETRIES; do
 	[[ -z ${!v:-} ]] || k6_env+=(-e "$v=${!v}")
 done
 if [[ ${DASHBOARD:-0} == 1 ]]; then
 	export K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_HOST=127.0.0.1 K6_WEB_DASHBOARD_EXPORT=$OUT/dashboard.html
 fi
+# kill_instance: in the middle of the sell-out (k6 starts it DURATION+3 s after its start),
+# SIGSTOP instance 2, then SIGKILL it a second later. Frozen, its writer still holds what it
+# had read, and Redis keeps handing new entries to its blocked XREADGROUP: so the kill lands
+# while it holds delivered, unacknowledged orders, which instance 1 must claim.
+kill_instance() {
+	local run_dir=${CLUSTER_RUN_DIR:-$ROOT/run/cluster} pid
+	sleep $((DURATION + 3 + DURATION / 2 + 1))
+	pid=$(cat "$run_dir/seckill-2.pid")
+	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q bin/seckill || { echo "loadtest: instance 2 (pid $pid) is not running" >&2; return 1; }
+	kill -STOP "$pid"
+	sleep 1
+	kill -KILL "$pid"
+	echo "== killed instance 2 (pid $pid): SIGSTOP, 1 s, SIGKILL at $(date -u +%T)"
+}
+kill_pid=""
+if [[ $KILL == 1 ]]; then
+	kill_instance &
+	kill_pid=$!
+fi
 k6_status=0
 "$K6" run --quiet --no-color --log-format=json --console-output="$OUT/orders.log" \
 	"${k6_env[@]}" loadtest/k6/seckill.js 2>"$OUT/k6.stderr" | tee "$OUT/k6.txt" || k6_status=$?
+kill_status=0
+[[ -z $kill_pid ]] || wait "$kill_pid" || kill_status=$?
 if [[ $k6_status -eq 130 ]]; then
 	echo "loadtest: interrupted" >&2
 	exit 130 # the EXIT trap stops the cluster
@@ -99,15 +184,21 @@ fi
 
 echo "== machine: $(uptime | sed 's/.*load average/load average/') (right after k6)"
 echo "== verify"
+if [[ $KILL == 1 ]]; then
+	# The survivor's /metrics only: the killed instance's counters died with it.
+	instances=(-instances "$(head -n 1 "${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances")")
+fi
 verify_args=(-dsn "$LOADTEST_DSN" -summary "$OUT/summary.json" -orders "$OUT/orders.log" "${instances[@]}")
 [[ $EXPECT_FAILURE == 1 ]] && verify_args+=(-expect-failure)
+if [[ $MODE == async ]]; then
+	verify_args+=(-redis "${SECKILL_REDIS_ADDR:-127.0.0.1:6379}" -url "$base_url" -drain-timeout "${DRAIN_TIMEOUT:-60s}")
+	[[ $KILL == 1 ]] && verify_args+=(-expect-claimed)
+fi
 verify_status=0
 bin/harness verify "${verify_args[@]}" | tee "$OUT/verdict.txt" || verify_status=$?
 
-if [[ $CLUSTER == native ]]; then
-	scripts/cluster.sh down
-	trap - EXIT
-fi
+cleanup
+trap - EXIT
 
 if [[ $BASELINE == 1 ]]; then
 	echo "== DB baseline (cluster stopped; the same MariaDB)"
@@ -115,8 +206,8 @@ if [[ $BASELINE == 1 ]]; then
 		-k6-summary "$OUT/summary.json" -out "$OUT/baseline.json" | tee "$OUT/baseline.txt"
 fi
 
-if [[ $k6_status -ne 0 || $verify_status -ne 0 ]]; then
-	echo "loadtest: FAILED (LOCK=$LOCK: k6 exit $k6_status, verify exit $verify_status)" >&2
+if [[ $k6_status -ne 0 || $verify_status -ne 0 || $kill_status -ne 0 ]]; then
+	echo "loadtest: FAILED (MODE=$MODE LOCK=$LOCK: k6 exit $k6_status, verify exit $verify_status$([[ $KILL == 1 ]] && echo ", kill exit $kill_status"))" >&2
 	exit 1
 fi
-echo "loadtest: OK (LOCK=$LOCK$([[ $EXPECT_FAILURE == 1 ]] && echo ', failure expected and detected'))"
+echo "loadtest: OK (MODE=$MODE LOCK=$LOCK$([[ $KILL == 1 ]] && echo ', instance 2 killed')$([[ $EXPECT_FAILURE == 1 ]] && echo ', failure expected and detected'))"

@@ -34,11 +34,11 @@ func drainAsync(ctx context.Context, insts []*app.Instance, voucherID int64, acc
 			if err != nil {
 				return nil, err
 			}
-			return []verdict.Check{
-				{Name: fmt.Sprintf("async voucher %d: redis stock + pending + orders = initial", voucherID), Want: fmt.Sprint(b.Initial),
-					Got: fmt.Sprint(b.RedisStock + b.Pending + b.Orders), OK: b.Drift() == 0, Kind: verdict.Integrity},
-				{Name: "async orders dead-lettered", Want: "0", Got: fmt.Sprint(dead), OK: dead == 0, Kind: verdict.Integrity},
-			}, nil
+			return verdict.EvaluateAsync(verdict.AsyncFacts{
+				Vouchers: []verdict.AsyncVoucher{{Scenario: asyncRow, ID: voucherID, Initial: b.Initial,
+					RedisStock: b.RedisStock, Pending: b.Pending, Orders: b.Orders, DeadLettered: dead}},
+				Polled: -1,
+			}), nil
 		}
 		select {
 		case <-ctx.Done():

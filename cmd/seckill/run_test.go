@@ -74,21 +74,33 @@ func startServe(t *testing.T, env map[string]string) *server {
 		cancel()
 		<-s.done
 	})
-	require.Eventually(t, func() bool {
+	waitReady(t, s.base, 20*time.Second, func() (string, bool) {
 		select {
 		case err := <-s.done:
 			s.done <- err
-			t.Fatalf("serve exited early: %v\n%s", err, s.log)
+			return fmt.Sprintf("%v\n%s", err, s.log), true
 		default:
+			return "", false
 		}
-		resp, err := http.Get(s.base + "/readyz")
+	})
+	return s
+}
+
+// waitReady polls base's /readyz until it answers 200, for up to within; exited reports
+// whether the server is gone, and why, which fails the test at once.
+func waitReady(t *testing.T, base string, within time.Duration, exited func() (string, bool)) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		if why, gone := exited(); gone {
+			t.Fatalf("serve exited early: %s", why)
+		}
+		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 10*time.Millisecond, "serve never became ready")
-	return s
+	}, within, 10*time.Millisecond, "serve never became ready")
 }
 
 // The pairs' admission and deadline: the storms here test the lock, not the time budgets.

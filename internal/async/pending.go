@@ -121,6 +121,16 @@ func (s *Statuses) DeadLettered(ctx context.Context, voucherID int64) (int64, er
 	return n, nil
 }
 
+// Backlog returns how many orders of voucherID are admitted and not yet written and
+// acknowledged: its stream's length (the writer deletes an entry once its order committed).
+func (s *Statuses) Backlog(ctx context.Context, voucherID int64) (int64, error) {
+	n, err := s.rdb.XLen(ctx, keysOf(voucherID).stream).Result()
+	if err != nil {
+		return 0, fmt.Errorf("backlog: %w", err)
+	}
+	return n, nil
+}
+
 // OrderPending is Statuses as the order service's Pending (order.Config.Pending), so that
 // GET /api/orders/{id} and already_ordered answers see the orders the writer has not
 // written yet.

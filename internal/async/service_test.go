@@ -288,8 +288,16 @@ func TestCrashBeforeCommit(t *testing.T) {
 				Streams: []string{stream, ">"}, Count: 10, Block: -1}).Result()
 			require.NoError(t, err)
 			require.Len(t, res[0].Messages, 4, "the crashed consumer took every entry")
+			statuses := async.NewStatuses(f.rdb)
+			backlog, err := statuses.Backlog(ctx, vid)
+			require.NoError(t, err)
+			assert.Equal(t, int64(4), backlog, "read but not written: still in the backlog")
 			f.writer("survivor", nil)
 			f.eventually("claimed and written", func() bool { return len(f.rows(vid)) == 4 })
+			f.eventually("the backlog empty", func() bool {
+				n, err := statuses.Backlog(ctx, vid)
+				return err == nil && n == 0
+			})
 			assert.Equal(t, admitted, f.rows(vid))
 			f.eventually("acknowledged", func() bool {
 				p, err := f.rdb.XPending(ctx, stream, async.DefaultGroup).Result()

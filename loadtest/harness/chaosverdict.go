@@ -60,7 +60,7 @@ func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) 
 			return false, err
 		}
 		for _, u := range urls {
-			c, err := scrape(ctx, u)
+			c, _, err := scrape(ctx, u)
 			if err != nil {
 				return false, err
 			}

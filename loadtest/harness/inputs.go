@@ -22,6 +22,7 @@ type k6Voucher struct {
 // the verifier reads.
 type k6Summary struct {
 	Lock     string      `json:"lock"`
+	Mode     string      `json:"mode"` // SECKILL_ORDER_MODE of the run: sync (also when empty) or async
 	Vouchers []k6Voucher `json:"vouchers"`
 }
 

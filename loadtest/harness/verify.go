@@ -6,11 +6,20 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/verdict"
@@ -25,6 +34,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	instancesFile := fs.String("instances-file", "", "file listing the instances' base URLs, one a line (scripts/cluster.sh writes run/cluster/instances)")
 	instances := fs.String("instances", "", "comma-separated base URLs of the instances (instead of -instances-file)")
 	expectFailure := fs.Bool("expect-failure", false, "a broken guard (SECKILL_LOCK=local|none) is under test: succeed only if its failure is detected")
+	var av asyncVerify
+	fs.StringVar(&av.redisAddr, "redis", "127.0.0.1:6379", "the instances' Redis (async runs: the books, the streams, the dead letters)")
+	fs.StringVar(&av.url, "url", "", "async runs: where to ask GET /api/orders/{id} for every accepted order (nginx); empty: not asked")
+	fs.DurationVar(&av.drainTimeout, "drain-timeout", 60*time.Second, "async runs: how long the writers may take to write every accepted order")
+	fs.BoolVar(&av.expectClaimed, "expect-claimed", false, "async runs: an instance was killed holding orders; the survivors must have claimed some")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -46,20 +60,47 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer db.Close()
 
-	rep := report{Lock: summary.Lock, Facts: verdict.Facts{Client: "k6", Counts: order.Counts{Orders: map[string]float64{}}}}
+	asyncRun := summary.Mode == "async"
+	rep := report{Lock: summary.Lock, Mode: summary.Mode, Facts: verdict.Facts{Client: "k6", Counts: order.Counts{Orders: map[string]float64{}}}}
+	if asyncRun {
+		rep.Accepted = "202"
+		// The writers first: the database is read once every accepted order is written.
+		rdb := redis.NewClient(&redis.Options{Addr: av.redisAddr})
+		defer rdb.Close()
+		av.statuses = async.NewStatuses(rdb)
+		av.rdb = rdb
+		if err := av.drain(ctx, stdout, summary.Vouchers); err != nil {
+			return err
+		}
+	}
 	if err := dbFacts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
 		return err
 	}
+	var ac asyncCounts
 	for _, u := range urls {
-		c, err := scrape(ctx, u)
+		c, a, err := scrape(ctx, u)
 		if err != nil {
 			return err
 		}
 		rep.Counts = rep.Counts.Add(c)
-		rep.PerInstance = append(rep.PerInstance, c.Total())
+		if asyncRun {
+			rep.PerInstance = append(rep.PerInstance, a.Admissions)
+		} else {
+			rep.PerInstance = append(rep.PerInstance, c.Total())
+		}
 		rep.Instances++
+		ac.DeadLettered += a.DeadLettered
+		ac.Claimed += a.Claimed
 	}
-	if !printVerdict(stdout, rep, verdict.Evaluate(rep.Facts), *expectFailure) {
+	checks := verdict.Evaluate(rep.Facts)
+	if asyncRun {
+		af, err := asyncFacts(ctx, av, db, summary.Vouchers, orders, ac)
+		if err != nil {
+			return err
+		}
+		checks = append(checks, verdict.EvaluateAsync(af)...)
+	}
+	if !printVerdict(stdout, rep, checks, *expectFailure) {
 		return errors.New("verify: verdict FAIL")
 	}
 	return nil
@@ -85,27 +126,48 @@ func instanceURLs(list, file string) ([]string, error) {
 	return urls, nil
 }
 
-// scrape reads an instance's order counters from its /metrics.
-func scrape(ctx context.Context, base string) (order.Counts, error) {
+// scrape reads an instance's order counters from its /metrics, and the asynchronous mode's
+// dead-lettered and claimed counters (zero when the instance has none).
+func scrape(ctx context.Context, base string) (order.Counts, asyncCounts, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return order.Counts{}, fmt.Errorf("scrape %s: %w", base, err)
+		return order.Counts{}, asyncCounts{}, fmt.Errorf("scrape %s: %w", base, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return order.Counts{}, fmt.Errorf("scrape %s: %w", base, err)
+		return order.Counts{}, asyncCounts{}, fmt.Errorf("scrape %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return order.Counts{}, fmt.Errorf("scrape %s: status %s", base, resp.Status)
+		return order.Counts{}, asyncCounts{}, fmt.Errorf("scrape %s: status %s", base, resp.Status)
 	}
-	c, err := order.ReadCountsText(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return order.Counts{}, fmt.Errorf("scrape %s: %w", base, err)
+		return order.Counts{}, asyncCounts{}, fmt.Errorf("scrape %s: %w", base, err)
 	}
-	return c, nil
+	c, err := order.ReadCounts(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		return slices.Collect(maps.Values(families)), nil
+	}))
+	if err != nil {
+		return order.Counts{}, asyncCounts{}, fmt.Errorf("scrape %s: %w", base, err)
+	}
+	return c, asyncCounts{Admissions: counter(families, async.MetricAdmissions),
+		DeadLettered: counter(families, async.MetricDeadLettered), Claimed: counter(families, async.MetricClaimed)}, nil
+}
+
+// asyncCounts are the asynchronous mode's counters of one instance, or summed over several.
+type asyncCounts struct{ Admissions, DeadLettered, Claimed float64 }
+
+// counter is the sum of the samples of the counter name (0 when absent).
+func counter(families map[string]*dto.MetricFamily, name string) float64 {
+	var sum float64
+	for _, m := range families[name].GetMetric() {
+		sum += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+	}
+	return sum
 }
 
 // dbFacts reads the run's vouchers and orders from the database and compares them with what
