@@ -95,28 +95,15 @@ export SECKILL_ORDER_DELAY=${ORDER_DELAY:-0s}
 export SECKILL_ORDER_MODE=$MODE
 
 # cleanup: stop what this script started (the cluster, the async run's redis-server).
-redis_pid=""
+# shellcheck source=own-redis.sh
+source scripts/own-redis.sh
 cleanup() {
 	[[ ${CLUSTER:-native} != native ]] || scripts/cluster.sh down
-	if [[ -n $redis_pid ]] && tr '\0' ' ' 2>/dev/null <"/proc/$redis_pid/cmdline" | grep -q redis-server; then
-		kill -TERM "$redis_pid"
-		wait "$redis_pid" 2>/dev/null || true
-	fi
-	redis_pid=""
+	own_redis_stop
 }
 if [[ $MODE == async && -z ${SECKILL_REDIS_ADDR:-} && ${CLUSTER:-native} == native ]]; then
-	# A Redis of its own: the run's books start empty, and no other async service on a shared
-	# Redis discovers this run's streams and writes them into its own database.
-	port=${LOADTEST_REDIS_PORT:-16379}
-	! ss -Hltn "sport = :$port" | grep -q . || { echo "loadtest: port $port is taken; set LOADTEST_REDIS_PORT" >&2; exit 1; }
-	rm -rf "$OUT/redis" && mkdir -p "$OUT/redis"
-	redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no --dir "$OUT/redis" \
-		>"$OUT/redis/redis.log" 2>&1 </dev/null &
-	redis_pid=$!
 	trap cleanup EXIT
-	for _ in $(seq 50); do [[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && break; sleep 0.1; done
-	[[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] || { echo "loadtest: redis-server on :$port did not start ($OUT/redis/redis.log)" >&2; exit 1; }
-	export SECKILL_REDIS_ADDR=127.0.0.1:$port
+	own_redis_start "loadtest (set LOADTEST_REDIS_PORT)" "${LOADTEST_REDIS_PORT:-16379}" "$OUT/redis"
 fi
 
 CLUSTER=${CLUSTER:-native}

@@ -30,8 +30,9 @@
 #   SALE              seconds of the memory run (default 300; 0 skips it)
 #   OUT               results directory (default run/scaling)
 #   CHART             the SVG to write (default docs/loadtest-scaling.svg)
-#   LOADTEST_DSN, BASELINE_DSN, CLUSTER_BASE_PORT, CLUSTER_NGINX_PORT, SECKILL_REDIS_ADDR
-#                     as for scripts/loadtest.sh
+#   SCALING_REDIS_PORT  the run's own redis-server (default 16389; scripts/own-redis.sh), unless
+#                     SECKILL_REDIS_ADDR names one to use instead
+#   LOADTEST_DSN, BASELINE_DSN, CLUSTER_BASE_PORT, CLUSTER_NGINX_PORT   as for scripts/loadtest.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,7 +47,6 @@ SALE=${SALE:-300}
 OUT=${OUT:-$ROOT/run/scaling}
 CHART=${CHART:-$ROOT/docs/loadtest-scaling.svg}
 NGINX_PORT=${CLUSTER_NGINX_PORT:-8080}
-REDIS_ADDR=${SECKILL_REDIS_ADDR:-127.0.0.1:6379}
 ADMIN_TOKEN=scaling-admin-token
 STOCK=100000000
 LOADTEST_DSN=${LOADTEST_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
@@ -56,7 +56,7 @@ command -v wrk >/dev/null || scripts/cluster.sh ensure-pkg wrk wrk
 
 mkdir -p "$OUT"
 rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.csv
-export SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN SECKILL_REDIS_ADDR=$REDIS_ADDR
+export SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
 export SECKILL_LOCK=${LOCK:-redis}
 BASE=http://127.0.0.1:$NGINX_PORT
 echo "sweep,mode,instances,connections,ok_per_sec,p99_ms" >"$OUT/points.csv"
@@ -64,7 +64,11 @@ log() { printf '== %s\n' "$*"; }
 machine() { uptime | sed 's/.*load average/load average/'; }
 
 cleanup() { scripts/cluster.sh down >/dev/null 2>&1 || true; }
-trap cleanup EXIT
+# shellcheck source=own-redis.sh
+source scripts/own-redis.sh
+trap 'cleanup; own_redis_stop' EXIT
+[[ -n ${SECKILL_REDIS_ADDR:-} ]] || own_redis_start scaling "${SCALING_REDIS_PORT:-16389}" "$OUT/redis"
+REDIS_ADDR=$SECKILL_REDIS_ADDR
 
 # up MODE N: a fresh cluster of N instances in MODE and a voucher on sale, its id in $voucher.
 up() {

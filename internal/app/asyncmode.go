@@ -27,7 +27,7 @@ const (
 // Bounds of the asynchronous mode's start and stop.
 const (
 	// asyncLoadTimeout bounds loading the vouchers on sale into Redis at start.
-	asyncLoadTimeout = 30 * time.Second
+	asyncLoadTimeout = 2 * time.Minute
 	// writerStopTimeout bounds the writer's drain at Close: a batch in progress commits
 	// and acknowledges; what it read and did not write is claimed later.
 	writerStopTimeout = 10 * time.Second
