@@ -153,9 +153,16 @@ if [[ -n $async_ceiling ]]; then
 	up async 2
 	rate80=$(awk -v c="$async_best" 'BEGIN { printf "%d", 0.8 * c }')
 	log "async, 2 instances: open loop at 80% of the ceiling ($rate80/s) for ${DURATION}s"
-	bin/harness rate -url "$BASE" -voucher "$voucher" -rate "$rate80" -duration "${DURATION}s" -user-base 7000000000 -out "$OUT/rate80.json" | tee "$OUT/rate80.txt"
+	# A client that cannot send on schedule voids the figure (harness rate fails): the summary
+	# then says so instead of a p99, and the run goes on.
+	if bin/harness rate -url "$BASE" -voucher "$voucher" -rate "$rate80" -duration "${DURATION}s" -user-base 7000000000 \
+		-out "$OUT/rate80.json" >"$OUT/rate80.txt" 2>&1; then
+		p99_80=$(sed -n 's/.*"p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
+	else
+		p99_80=void
+	fi
+	cat "$OUT/rate80.txt"
 	bin/harness drain -dsn "$LOADTEST_DSN" -redis "$REDIS_ADDR" -voucher "$voucher" -timeout 5m | tee -a "$OUT/rate80.txt"
-	p99_80=$(sed -n 's/.*"p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
 
 	if ((SALE > 0)); then
 		half=$(awk -v c="$async_best" 'BEGIN { printf "%d", 0.5 * c }')
@@ -207,7 +214,8 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 		}
 		if (db > 0 && b > 0) printf "  drain / DB baseline   %6.1fx  (goal >= 3x)    %s  (writers: %.1f orders/s emptying a backlog of %d)\n", d / b, d >= 3 * b ? "met" : "NOT met", d, db
 		else printf "  drain                 no backlog of 2,000 or more built up: the writers kept up with admission\n"
-		if (p != "") printf "  admission p99 at 80%% of the ceiling  %.2f ms  (goal <= 20 ms)  %s\n", p, p <= 20 ? "met" : "NOT met"
+		if (p == "void") printf "  admission p99 at 80%% of the ceiling  void: the client could not send on schedule (run/scaling/rate80.txt)\n"
+		else if (p != "") printf "  admission p99 at 80%% of the ceiling  %.2f ms  (goal <= 20 ms)  %s\n", p, p <= 20 ? "met" : "NOT met"
 	}'
 	if [[ -s $OUT/memory.csv ]]; then
 		awk -F, 'NR == 2 { next } NR == 8 { r1 = $2 + $3; h1 = $4 + $5 } END { printf "  instance memory over the sale: RSS %.1f MB at 60 s, %.1f MB at %d s; heap in use %.1f MB, %.1f MB (two instances summed)\n", r1, $2 + $3, $1, h1, $4 + $5 }' "$OUT/memory.csv"
