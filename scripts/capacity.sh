@@ -146,7 +146,7 @@ voucher=$(curl -fsS -X POST "http://127.0.0.1:$NGINX_PORT/api/vouchers" -H "Auth
 	sed -n 's/.*"id":\([0-9]*\).*/\1/p')
 [[ -n $voucher ]] || { echo "capacity: could not create the voucher" >&2; exit 1; }
 
-run=$ROOT/run/cluster
+run=${CLUSTER_RUN_DIR:-$ROOT/run/cluster}
 nginx_pid=$(cat "$run/nginx.pid")
 groups[nginx]="$nginx_pid $(pgrep -P "$nginx_pid" | tr '\n' ' ')"
 groups[instances]="$(cat "$run"/seckill-*.pid | tr '\n' ' ')"
