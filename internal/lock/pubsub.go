@@ -77,14 +77,18 @@ func newSubscriber(rdb redis.UniversalClient, st *stats, process string) *subscr
 	return s
 }
 
-// register adds a waiter on channel and returns once the subscription is confirmed, so that
-// any release published after register returns is delivered.
-func (s *subscriber) register(ctx context.Context, channel, owner string) (*waiter, error) {
+// register adds a waiter on channel, subscribing when it is the channel's first, and returns
+// at once with a channel that is closed once the subscription is confirmed: any release
+// published after that is delivered. Until then the waiter already gets what a releaser of
+// this process hands it (wakeLocal), so a handover need not wait for a SUBSCRIBE's round trip
+// (and the connection's dial, the first time), which on a loaded machine is what made the
+// first waits of a FairLock's queue the longest.
+func (s *subscriber) register(ctx context.Context, channel, owner string) (*waiter, <-chan struct{}, error) {
 	w := &waiter{channel: channel, owner: owner, wake: make(chan wakeup, 1)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, errSubscriberClosed
+		return nil, nil, errSubscriberClosed
 	}
 	st := s.chans[channel]
 	if st == nil {
@@ -102,21 +106,12 @@ func (s *subscriber) register(ctx context.Context, channel, owner string) (*wait
 			st.sent-- // no confirmation will come for it (a reconnect's is clamped)
 			s.removeLocked(w)
 			s.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	ready := st.ready
 	s.mu.Unlock()
-
-	select {
-	case <-ready:
-		return w, nil
-	case <-ctx.Done():
-		s.unregister(w)
-		return nil, ctx.Err()
-	case <-s.done:
-		return nil, errSubscriberClosed
-	}
+	return w, ready, nil
 }
 
 // registerHot adds a waiter on channel without a round trip when the channel is already
