@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,10 @@ type subscriber struct {
 	chans  map[string]*channelState
 	closed bool
 	done   chan struct{} // closed when the receive loop has ended
+
+	// confirming, set by the package's tests, runs on the receive loop before it takes in
+	// a subscription's confirmation: a test holds confirmations back with it.
+	confirming atomic.Pointer[func(channel string)]
 }
 
 // channelState is one channel's waiters and subscription progress.
@@ -206,6 +211,9 @@ func (s *subscriber) receive() {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
+				if h := s.confirming.Load(); h != nil {
+					(*h)(m.Channel)
+				}
 				s.confirm(m.Channel)
 			}
 		case *redis.Message:
