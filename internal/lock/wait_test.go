@@ -66,17 +66,7 @@ func TestWaiterWokenByReleaserOfItsProcess(t *testing.T) {
 		sleeping := make(chan struct{}, 10)
 		p.c.hooks.waiting = func(string) { sleeping <- struct{}{} }
 		done := make(chan error)
-		go func() {
-			l := k.make(p, name)
-			ok, err := l.TryLockWait(ctx, 20*time.Second, 30*time.Second)
-			if err == nil && !ok {
-				err = fmt.Errorf("waiter did not get the lock")
-			}
-			if err == nil {
-				err = l.Unlock(ctx)
-			}
-			done <- err
-		}()
+		go func() { done <- waitAndUnlock(ctx, k.make(p, name)) }()
 		<-sleeping
 		require.NoError(t, holder.Unlock(ctx))
 		require.NoError(t, <-done)
@@ -322,17 +312,7 @@ func TestFairHandoverBeforeSubscribeConfirmed(t *testing.T) {
 			p.c.sub.confirming.Store(&hold)
 			defer p.c.sub.confirming.Store(nil)
 			done := make(chan error, 1)
-			go func() {
-				l := p.c.FairLock(name)
-				ok, err := l.TryLockWait(ctx, 20*time.Second, 30*time.Second)
-				if err == nil && !ok {
-					err = fmt.Errorf("waiter did not get the lock")
-				}
-				if err == nil {
-					err = l.Unlock(ctx)
-				}
-				done <- err
-			}()
+			go func() { done <- waitAndUnlock(ctx, p.c.FairLock(name)) }()
 			<-subscribing // the waiter queued (its first attempt) and then subscribed
 			require.NoError(t, holder.Unlock(ctx))
 			select {
@@ -343,4 +323,16 @@ func TestFairHandoverBeforeSubscribeConfirmed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitAndUnlock waits up to 20 s for l and releases it.
+func waitAndUnlock(ctx context.Context, l waitLock) error {
+	ok, err := l.TryLockWait(ctx, 20*time.Second, 30*time.Second)
+	if err == nil && !ok {
+		err = fmt.Errorf("waiter did not get the lock")
+	}
+	if err == nil {
+		err = l.Unlock(ctx)
+	}
+	return err
 }
