@@ -22,6 +22,7 @@ import (
 	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/verdict"
+	"github.com/seckill/seckill/lessons/pitfall"
 )
 
 // demoOptions shape the storm.
@@ -45,8 +46,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.DurationVar(&o.delay, "delay", 5*time.Millisecond, "business processing inside the critical section (overrides SECKILL_ORDER_DELAY)")
 		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper,"+asyncRow,
 			"guards to run, comma-separated (zookeeper only when one answers at SECKILL_ZOOKEEPER_ADDRS; "+asyncRow+": SECKILL_ORDER_MODE=async)")
-		fs.StringVar(&o.fenceGuards, "fence-guards", "redis,mysql",
-			"guards of the fencing experiment (leases run out mid-order; fencing off, then on), comma-separated; empty skips it")
+		fs.StringVar(&o.fenceGuards, "fence-guards", "redis,mysql,zookeeper",
+			"guards of the fencing experiment (leases run out mid-order, zookeeper's session is expired; fencing off, then on), comma-separated (zookeeper only when one answers); empty skips it")
 		fs.IntVar(&o.fenceUsers, "fence-users", 8, "users in each run of the fencing experiment")
 	})
 	if err != nil {
@@ -126,6 +127,11 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	var fences []fenceResult
 	quiet := slog.New(slog.DiscardHandler) // the stale holders' lost locks are the point, not news
 	for _, g := range fenceGuards {
+		if zk := st.ZooKeeperAddrs(); g == "zookeeper" && (len(zk) == 0 || !pitfall.ZooKeeperReachable(zk[0])) {
+			fmt.Fprintf(stdout, "\nfencing %-12s NOT RUN: no ZooKeeper answers at %s; start one with "+
+				"`scripts/services.sh up zookeeper`, or set SECKILL_ZOOKEEPER_ADDRS\n", g, strings.Join(zk, ","))
+			continue
+		}
 		for _, on := range []bool{false, true} {
 			r, err := runFenceTrial(ctx, quiet, cfg.appConfig(), st, fenceTrial{guard: g, fencing: on, users: o.fenceUsers})
 			if err != nil {
@@ -151,9 +157,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // fenceKinds are the guards the fencing experiment runs with: those that hand out tokens
-// and hold a fixed lease, which runs out mid-order. The Redisson-style locks' watchdog renews
-// theirs while the holder lives, and a ZooKeeper lock lives as long as its session.
-var fenceKinds = []string{"redis", "mysql"}
+// and hold a fixed lease, which runs out mid-order, and ZooKeeper, whose holder's session the
+// experiment expires mid-order. The Redisson-style locks' watchdog renews theirs while the
+// holder lives.
+var fenceKinds = []string{"redis", "mysql", "zookeeper"}
 
 // cluster is two instances behind a round-robin reverse proxy, all on loopback.
 type cluster struct {

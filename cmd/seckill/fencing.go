@@ -13,6 +13,7 @@ import (
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/lessons/pitfall"
 )
 
 // The fencing experiment: every order's lease runs out while the order is inside its
@@ -23,6 +24,13 @@ import (
 // SECKILL_ORDER_DELAY=500ms makes likely and the rendezvous makes certain. The orders'
 // deadline must then exceed the lease: order.Config.OutliveLease allows it for this
 // experiment alone.
+//
+// A ZooKeeper lock has no lease of its own: it lives as long as its holder's session. There
+// the trial expires the first instance's session once every user's first order is inside
+// (zkSessionExpiry), and the second orders are granted the lock as ZooKeeper deletes the
+// expired session's nodes. The order service does not abort an order whose lock reports
+// Lost(), so the stale writer reaches its write, where only the fence (the node's czxid)
+// stops it.
 const (
 	fenceLease    = 200 * time.Millisecond
 	fenceDeadline = 20 * time.Second // far beyond the lease: the second order waits for its expiry
@@ -80,6 +88,17 @@ func (r fenceResult) verdict() string {
 // fenceUser).
 func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *app.Stores, tr fenceTrial) (fenceResult, error) {
 	gate := newRendezvous(fenceDeadline)
+	// expire ends the leases once every first order is inside; the leases of redis and
+	// mysql run out on their own.
+	expire := func(context.Context) error { return nil }
+	if tr.guard == "zookeeper" {
+		zp, view, err := zkSessionExpiry(st)
+		if err != nil {
+			return fenceResult{}, err
+		}
+		defer zp.Close() // after the cluster stopped: deferred first
+		st, expire = view, zp.ExpireFirst
+	}
 	cfg := base
 	cfg.Lock, cfg.Fencing = tr.guard, app.FencingOff
 	if tr.fencing {
@@ -111,10 +130,23 @@ func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *a
 	r := fenceResult{trial: tr, codes: map[string]int{}, counts: order.Counts{Orders: map[string]float64{}}}
 	var mu sync.Mutex
 	var errs []error
-	var wg sync.WaitGroup
+	var wg, inside sync.WaitGroup
+	inside.Add(tr.users)
+	expired := make(chan error, 1)
+	go func() {
+		inside.Wait()
+		if err := expire(ctx); err != nil {
+			expired <- fmt.Errorf("expire the first instance's session: %w", err)
+			return
+		}
+		expired <- nil
+	}()
 	for u := 1; u <= tr.users; u++ {
 		wg.Go(func() {
-			codes, err := fenceUser(ctx, client, cl.bases, vid, int64(u), gate, age)
+			var once sync.Once
+			in := func() { once.Do(inside.Done) }
+			defer in() // a user that failed must not hold up the others' expiry
+			codes, err := fenceUser(ctx, client, cl.bases, vid, int64(u), gate, in, age)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)
@@ -124,6 +156,7 @@ func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *a
 		})
 	}
 	wg.Wait()
+	errs = append(errs, <-expired)
 	if err := errors.Join(errs...); err != nil {
 		return fenceResult{}, err
 	}
@@ -139,11 +172,11 @@ func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *a
 }
 
 // fenceUser sends user's first order to bases[0] and, once it is inside its critical
-// section, the second to bases[1], again every fenceRetry while the first one's lock is
-// still alive (order_in_progress): the second is granted the lock once that lease has run
-// out, and meets the first inside; age runs before each retry. It returns the two answers'
-// codes.
-func fenceUser(ctx context.Context, client *http.Client, bases []string, vid, user int64, gate *rendezvous, age func()) ([]string, error) {
+// section (then it calls inside), the second to bases[1], again every fenceRetry while the
+// first one's lock is still alive (order_in_progress): the second is granted the lock once
+// that lease has run out (or its session expired), and meets the first inside; age runs
+// before each retry. It returns the two answers' codes.
+func fenceUser(ctx context.Context, client *http.Client, bases []string, vid, user int64, gate *rendezvous, inside, age func()) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, fenceDeadline)
 	defer cancel()
 	first := make(chan string, 1)
@@ -162,6 +195,7 @@ func fenceUser(ctx context.Context, client *http.Client, bases []string, vid, us
 		case <-tick.C:
 		}
 	}
+	inside()
 	for {
 		code, _ := placeOrder(ctx, client, bases[1], vid, user)
 		if code != "order_in_progress" {
@@ -176,9 +210,25 @@ func fenceUser(ctx context.Context, client *http.Client, bases []string, vid, us
 	}
 }
 
+// zkSessionExpiry puts a proxy in front of st's ZooKeeper server and returns it with a view
+// of st whose instances connect through it. The first instance started over the view opens
+// the first session the proxy relays (an instance waits for its session before the next one
+// starts), which the proxy's ExpireFirst ends.
+func zkSessionExpiry(st *app.Stores) (*pitfall.ZKSessionProxy, *app.Stores, error) {
+	addrs := st.ZooKeeperAddrs()
+	if len(addrs) == 0 {
+		return nil, nil, errors.New("fencing zookeeper: no ZooKeeper address")
+	}
+	zp, err := pitfall.NewZKSessionProxy(addrs[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	return zp, st.WithZooKeeperAddrs([]string{zp.Addr()}), nil
+}
+
 // printFencing writes the experiment's table and verdicts.
 func printFencing(w io.Writer, rows []fenceResult) {
-	fmt.Fprintf(w, "\nfencing tokens: every lease (%s) runs out mid-order, a second request of each user is granted the lock and meets the first inside\n", fenceLease)
+	fmt.Fprintf(w, "\nfencing tokens: every lease (%s; zookeeper: the holder's session, expired) runs out mid-order, a second request of each user is granted the lock and meets the first inside\n", fenceLease)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "guard\tfencing\tusers\tcreated\tlock_expired (fenced)\tdup blocked by DB\torders stored\t")
 	for _, r := range rows {

@@ -238,6 +238,17 @@ func (s *Stores) RedLockAddrs() ([]string, error) {
 // ZooKeeperAddrs returns the addresses of the ZooKeeper ensemble; empty when none is configured.
 func (s *Stores) ZooKeeperAddrs() []string { return s.zkAddrs }
 
+// WithZooKeeperAddrs returns a view of s whose ZooKeeper ensemble is addrs (a proxy in front
+// of s's, say) and which shares everything else with s: its servers, its database, the
+// RedLock nodes s started so far. Closing the view closes nothing; close s.
+func (s *Stores) WithZooKeeperAddrs(addrs []string) *Stores {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return &Stores{Embedded: s.Embedded, Mini: s.Mini, mysqlDSN: s.mysqlDSN, redisAddr: s.redisAddr,
+		sentinel: s.sentinel, dataDir: s.dataDir, cleanup: func() {},
+		zkAddrs: append([]string(nil), addrs...), redlock: s.redlock}
+}
+
 // Close stops the embedded stores and removes a temporary database directory.
 func (s *Stores) Close() {
 	s.mu.Lock()

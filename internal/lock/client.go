@@ -73,7 +73,7 @@ type Client struct {
 // hooks lets the package's tests observe internal events. All nil outside tests.
 type hooks struct {
 	renewed func(key string, ok bool) // after each watchdog renewal attempt
-	waiting func(channel string)      // a waiter is about to sleep
+	waiting func(channel string)      // a waiter is about to sleep, its subscription confirmed
 }
 
 // NewClient returns a Client using rdb, which may be a single node, Sentinel or Cluster

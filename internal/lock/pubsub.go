@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,10 @@ type subscriber struct {
 	chans  map[string]*channelState
 	closed bool
 	done   chan struct{} // closed when the receive loop has ended
+
+	// confirming, set by the package's tests, runs on the receive loop before it takes in
+	// a subscription's confirmation: a test holds confirmations back with it.
+	confirming atomic.Pointer[func(channel string)]
 }
 
 // channelState is one channel's waiters and subscription progress.
@@ -77,14 +82,18 @@ func newSubscriber(rdb redis.UniversalClient, st *stats, process string) *subscr
 	return s
 }
 
-// register adds a waiter on channel and returns once the subscription is confirmed, so that
-// any release published after register returns is delivered.
-func (s *subscriber) register(ctx context.Context, channel, owner string) (*waiter, error) {
+// register adds a waiter on channel, subscribing when it is the channel's first, and returns
+// at once with a channel that is closed once the subscription is confirmed: any release
+// published after that is delivered. Until then the waiter already gets what a releaser of
+// this process hands it (wakeLocal), so a handover need not wait for a SUBSCRIBE's round trip
+// (and the connection's dial, the first time), which on a loaded machine is what made the
+// first waits of a FairLock's queue the longest.
+func (s *subscriber) register(ctx context.Context, channel, owner string) (*waiter, <-chan struct{}, error) {
 	w := &waiter{channel: channel, owner: owner, wake: make(chan wakeup, 1)}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, errSubscriberClosed
+		return nil, nil, errSubscriberClosed
 	}
 	st := s.chans[channel]
 	if st == nil {
@@ -102,21 +111,12 @@ func (s *subscriber) register(ctx context.Context, channel, owner string) (*wait
 			st.sent-- // no confirmation will come for it (a reconnect's is clamped)
 			s.removeLocked(w)
 			s.mu.Unlock()
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	ready := st.ready
 	s.mu.Unlock()
-
-	select {
-	case <-ready:
-		return w, nil
-	case <-ctx.Done():
-		s.unregister(w)
-		return nil, ctx.Err()
-	case <-s.done:
-		return nil, errSubscriberClosed
-	}
+	return w, ready, nil
 }
 
 // registerHot adds a waiter on channel without a round trip when the channel is already
@@ -211,6 +211,9 @@ func (s *subscriber) receive() {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
+				if h := s.confirming.Load(); h != nil {
+					(*h)(m.Channel)
+				}
 				s.confirm(m.Channel)
 			}
 		case *redis.Message:

@@ -77,8 +77,11 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 	}
 
 	// Registered before the first attempt, the caller has missed nothing; registered
-	// after it, it must try again, as a release may have come in between.
+	// after it, it must try again, as a release may have come in between, and once more
+	// when the subscription is confirmed (ready): a release of another process published
+	// before that is not delivered.
 	retry := w == nil
+	var ready <-chan struct{}
 	if w == nil {
 		rctx := ctx
 		if !deadline.IsZero() {
@@ -86,12 +89,17 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 			rctx, cancel = context.WithDeadline(ctx, deadline)
 			defer cancel()
 		}
-		w, err = c.sub.register(rctx, k.channel, k.owner)
+		w, ready, err = c.sub.register(rctx, k.channel, k.owner)
 		if err != nil {
 			if ctx.Err() == nil && rctx.Err() != nil {
 				err = nil // the wait ran out while subscribing
 			}
 			return stop(err)
+		}
+		select {
+		case <-ready:
+			ready = nil // confirmed already: the retry below covers it
+		default:
 		}
 	}
 	defer c.sub.unregister(w)
@@ -116,8 +124,8 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 			sleep = min(sleep, left)
 		}
 		timer := time.NewTimer(sleep)
-		if c.hooks.waiting != nil {
-			c.hooks.waiting(k.channel)
+		if c.hooks.waiting != nil && ready == nil {
+			c.hooks.waiting(k.channel) // asleep where every release reaches it
 		}
 		select {
 		case u := <-w.wake:
@@ -126,6 +134,9 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 			if k.owner != "" && u.payload == k.owner {
 				return 1, nil // handed over: the release made us the holder
 			}
+		case <-ready:
+			timer.Stop()
+			ready = nil // confirmed: try again, a release may have gone unheard before
 		case <-timer.C:
 			c.stats.wakesByTimer.Add(1)
 		case <-ctx.Done():

@@ -66,17 +66,7 @@ func TestWaiterWokenByReleaserOfItsProcess(t *testing.T) {
 		sleeping := make(chan struct{}, 10)
 		p.c.hooks.waiting = func(string) { sleeping <- struct{}{} }
 		done := make(chan error)
-		go func() {
-			l := k.make(p, name)
-			ok, err := l.TryLockWait(ctx, 20*time.Second, 30*time.Second)
-			if err == nil && !ok {
-				err = fmt.Errorf("waiter did not get the lock")
-			}
-			if err == nil {
-				err = l.Unlock(ctx)
-			}
-			done <- err
-		}()
+		go func() { done <- waitAndUnlock(ctx, k.make(p, name)) }()
 		<-sleeping
 		require.NoError(t, holder.Unlock(ctx))
 		require.NoError(t, <-done)
@@ -292,4 +282,57 @@ func TestWaitersShareOneSubscription(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFairHandoverBeforeSubscribeConfirmed: a releaser of the waiter's own process hands the
+// FairLock over while the waiter's SUBSCRIBE is still unconfirmed. The waiter must take the
+// handover without waiting for the confirmation, which the test holds back until it has.
+// (A waiter that blocked until the confirmation stalled the queue's handover chain for a
+// SUBSCRIBE round trip: the long first waits of a FairLock under load.)
+func TestFairHandoverBeforeSubscribeConfirmed(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := testCtx(t)
+			p := newProc(t, srv, Options{})
+			name := testenv.Unique("unconfirmed-")
+			holder := p.c.FairLock(name)
+			ok, err := holder.TryLockWait(ctx, 0, 30*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok)
+			subscribing := make(chan struct{}, 1)
+			release := make(chan struct{})
+			defer close(release)
+			hold := func(string) {
+				select {
+				case subscribing <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			p.c.sub.confirming.Store(&hold)
+			defer p.c.sub.confirming.Store(nil)
+			done := make(chan error, 1)
+			go func() { done <- waitAndUnlock(ctx, p.c.FairLock(name)) }()
+			<-subscribing // the waiter queued (its first attempt) and then subscribed
+			require.NoError(t, holder.Unlock(ctx))
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the waiter did not take the handover before its subscription was confirmed")
+			}
+		})
+	}
+}
+
+// waitAndUnlock waits up to 20 s for l and releases it.
+func waitAndUnlock(ctx context.Context, l waitLock) error {
+	ok, err := l.TryLockWait(ctx, 20*time.Second, 30*time.Second)
+	if err == nil && !ok {
+		err = fmt.Errorf("waiter did not get the lock")
+	}
+	if err == nil {
+		err = l.Unlock(ctx)
+	}
+	return err
 }

@@ -83,17 +83,17 @@ func allContestants() []contestant {
 	return []contestant{
 		{name: "SimpleRedisLock (SET NX PX, 1 ms retry)", family: famRedis, peers: []string{"bsm/redislock"},
 			reentrant: "no (SET NX: the holder's second TryLock fails)",
-			fencing:   "no", setup: simple},
+			fencing:   "yes (INCR of a counter per name)", setup: simple},
 		{name: "ReentrantLock (pub/sub wait)", family: famRedis, peers: redisPeers,
-			reentrant: "yes (hold count per goroutine)", fencing: "no", setup: ours(func(c *lock.Client, _ *lock.Registry, key string) waitLock {
+			reentrant: "yes (hold count per goroutine)", fencing: "yes (the grant counter per name)", setup: ours(func(c *lock.Client, _ *lock.Registry, key string) waitLock {
 				return c.ReentrantLock(key)
 			})},
 		{name: "FairLock (queue + handover)", family: famRedis, peers: redisPeers,
-			reentrant: "yes (hold count per goroutine)", fencing: "no", setup: ours(func(c *lock.Client, _ *lock.Registry, key string) waitLock {
+			reentrant: "yes (hold count per goroutine)", fencing: "yes (the grant counter per name)", setup: ours(func(c *lock.Client, _ *lock.Registry, key string) waitLock {
 				return c.FairLock(key)
 			})},
 		{name: "LocalRemoteLock (local queue + remote)", family: famRedis, peers: redisPeers,
-			reentrant: "yes (local lock, per goroutine)", fencing: "no", setup: ours(func(_ *lock.Client, r *lock.Registry, key string) waitLock {
+			reentrant: "yes (local lock, per goroutine)", fencing: "yes (the grant counter per name)", setup: ours(func(_ *lock.Client, r *lock.Registry, key string) waitLock {
 				return r.Obtain(key)
 			})},
 		{name: "bsm/redislock v0.9.4 (1 ms linear retry)", family: famRedis, peer: true,
