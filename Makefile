@@ -48,9 +48,10 @@ fuzz:
 pitfalls:
 	$(GO) run ./cmd/seckill pitfalls
 
-## pitfalls-docs: regenerate docs/pitfalls.md from the recorded timelines
+## pitfalls-docs: regenerate docs/pitfalls.md and docs/async-pitfalls.md from the recorded timelines
 pitfalls-docs:
 	$(GO) test ./lessons/pitfall -run TestPitfallDocs -count=1 -update
+	$(GO) test ./lessons/asyncpitfall -run TestDocs -count=1 -update
 
 ## ---- load test (docs/loadtest.md) ----
 K6_VERSION ?= v1.8.1

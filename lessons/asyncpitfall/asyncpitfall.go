@@ -1,0 +1,352 @@
+// Package asyncpitfall is the asynchronous order path's pitfalls as executable lessons: five
+// bugs found in public clones of the Redis-admission + stream-writer design (docs/async.md),
+// each run wrong and then right on the same scenario, step by step in a fixed order (no
+// goroutines, no sleeps: the "crash" is a step that is not taken), with the timeline and the
+// books. The right variants run this repository's own scripts (scripts/lua/async_admit.lua,
+// async_dead.lua) and the writer's order of steps (internal/async/writer.go).
+//
+// The database is a small in-memory table with the constraints the real one has (order id as
+// primary key, one order per user and voucher, stock that may not go below zero), so that the
+// lessons run without MySQL; Redis is real (miniredis in `go test`, redis-server in
+// `make test-integration`).
+package asyncpitfall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/scripts/lua"
+)
+
+// Lesson is one pitfall: what the wrong code does, what the fix does, and the two runs.
+type Lesson struct {
+	ID    string
+	Title string
+	Bug   string
+	Fix   string
+	wrong func(context.Context, *env) error
+	right func(context.Context, *env) error
+	// check names the failure a run's books show, or returns "".
+	check func(Run) string
+}
+
+// Run is one variant's run: its timeline, its books and whether the lesson's failure happened.
+type Run struct {
+	Timeline []string
+	// Books: the voucher's initial stock, the stock Redis still offers, the orders the clients
+	// were told were admitted (202), the rows in the database, and admitted orders neither
+	// written nor waiting in the stream (lost).
+	Initial, RedisStock, Admitted, Rows, Lost, Pending int64
+	// Broken is the lesson's failure, in words; empty when the books are right.
+	Broken string
+}
+
+// Result is both runs of a lesson.
+type Result struct {
+	Lesson       Lesson
+	Wrong, Right Run
+}
+
+// Lessons returns the five lessons in order.
+func Lessons() []Lesson {
+	return []Lesson{decrementFirst(), noCompensation(), ackBeforeCommit(), onlyNew(), sharedName()}
+}
+
+// RunAll runs every lesson on rdb, under keys that start with prefix (unique per run).
+func RunAll(ctx context.Context, rdb *redis.Client, prefix string) ([]Result, error) {
+	var out []Result
+	for i, l := range Lessons() {
+		r := Result{Lesson: l}
+		for _, v := range []struct {
+			run  func(context.Context, *env) error
+			into *Run
+			name string
+		}{{l.wrong, &r.Wrong, "wrong"}, {l.right, &r.Right, "right"}} {
+			e := newEnv(rdb, fmt.Sprintf("%s:%d:%s", prefix, i, v.name))
+			if err := v.run(ctx, e); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", l.ID, v.name, err)
+			}
+			run, err := e.books(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", l.ID, v.name, err)
+			}
+			run.Broken = l.check(run)
+			*v.into = run
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// The scripts of the right variants are the service's own.
+var (
+	admitScript = redis.NewScript(lua.AsyncAdmit)
+	deadScript  = redis.NewScript(lua.AsyncDead)
+)
+
+const (
+	voucherID = 1
+	group     = "writers"
+)
+
+// keys of the lesson's voucher, in one hash slot like internal/async's.
+type keys struct{ sale, users, orders, stream, dead, attempts string }
+
+// env is one run: its Redis keys, its database table and its timeline.
+type env struct {
+	rdb      *redis.Client
+	k        keys
+	db       *table
+	timeline []string
+	admitted int64
+	initial  int64
+	nextID   int64
+	// as names the instance acting, when two share a consumer name (lesson A5).
+	as string
+}
+
+func newEnv(rdb *redis.Client, prefix string) *env {
+	p := prefix + ":{voucher:1}:"
+	return &env{rdb: rdb, k: keys{sale: p + "sale", users: p + "users", orders: p + "orders", stream: p + "stream",
+		dead: p + "dead", attempts: p + "attempts"}, nextID: 100}
+}
+
+func (e *env) say(format string, a ...any) {
+	line := fmt.Sprintf(format, a...)
+	if e.as != "" {
+		line = "[instance " + e.as + "] " + line
+	}
+	e.timeline = append(e.timeline, line)
+}
+
+// open puts a voucher with stock units on sale in Redis and in the database, and creates the
+// writers' consumer group.
+func (e *env) open(ctx context.Context, stock int64) error {
+	e.initial = stock
+	e.db = newTable(stock)
+	if err := e.rdb.HSet(ctx, e.k.sale, "stock", stock, "begin", 0, "end", int64(1)<<50).Err(); err != nil {
+		return err
+	}
+	if err := e.rdb.XGroupCreateMkStream(ctx, e.k.stream, group, "0").Err(); err != nil {
+		return err
+	}
+	e.say("sale opens: %d units, in Redis and in the database", stock)
+	return nil
+}
+
+// admit runs the service's admission script for user and tells what the client was answered.
+func (e *env) admit(ctx context.Context, user int64) (string, error) {
+	e.nextID++
+	res, err := admitScript.Run(ctx, e.rdb, []string{e.k.sale, e.k.users, e.k.orders, e.k.stream},
+		user, e.nextID, voucherID, 1).Slice()
+	if err != nil {
+		return "", err
+	}
+	return e.answer(user, res[0].(int64))
+}
+
+func (e *env) answer(user, code int64) (string, error) {
+	var a string
+	switch code {
+	case 0:
+		e.admitted++
+		a = fmt.Sprintf("202 pending (order %d)", e.nextID)
+	case 3:
+		a = "409 already_ordered"
+	case 4:
+		a = "409 sold_out"
+	default:
+		return "", fmt.Errorf("admission answered %d", code)
+	}
+	stock, _ := e.rdb.HGet(context.Background(), e.k.sale, "stock").Int64()
+	e.say("user %d orders → %s; Redis stock %d", user, a, stock)
+	return a, nil
+}
+
+// entry is one stream entry as a writer sees it.
+type entry struct {
+	streamID      string
+	order, userID int64
+}
+
+func entries(msgs []redis.XMessage) []entry {
+	out := make([]entry, 0, len(msgs))
+	for _, m := range msgs {
+		o, _ := strconv.ParseInt(fmt.Sprint(m.Values["order"]), 10, 64)
+		u, _ := strconv.ParseInt(fmt.Sprint(m.Values["user"]), 10, 64)
+		out = append(out, entry{streamID: m.ID, order: o, userID: u})
+	}
+	return out
+}
+
+// read is XREADGROUP for consumer from id (">" new entries, "0" the consumer's own pending).
+func (e *env) read(ctx context.Context, consumer, id string) ([]entry, error) {
+	res, err := e.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: consumer,
+		Streams: []string{e.k.stream, id}, Count: 100, Block: -1}).Result()
+	if errors.Is(err, redis.Nil) {
+		e.say("%s: XREADGROUP %s → nothing", consumer, id)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	es := entries(res[0].Messages)
+	e.say("%s: XREADGROUP %s → %s", consumer, id, describe(es))
+	return es, nil
+}
+
+// claim is XAUTOCLAIM for consumer of every pending entry (min idle 0 here; the service waits
+// SECKILL_STREAM_CLAIM_IDLE, 5 s, so that it takes only what a crashed or hung writer left).
+func (e *env) claim(ctx context.Context, consumer string) ([]entry, error) {
+	msgs, _, err := e.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: e.k.stream, Group: group,
+		Consumer: consumer, Start: "0-0", Count: 100}).Result()
+	if err != nil {
+		return nil, err
+	}
+	es := entries(msgs)
+	e.say("%s: XAUTOCLAIM → %s", consumer, describe(es))
+	return es, nil
+}
+
+// ack acknowledges and deletes entries, as scripts/lua/async_ack.lua does.
+func (e *env) ack(ctx context.Context, consumer string, es ...entry) error {
+	for _, x := range es {
+		if err := e.rdb.XAck(ctx, e.k.stream, group, x.streamID).Err(); err != nil {
+			return err
+		}
+		if err := e.rdb.XDel(ctx, e.k.stream, x.streamID).Err(); err != nil {
+			return err
+		}
+	}
+	e.say("%s: XACK + XDEL %s", consumer, describe(es))
+	return nil
+}
+
+// write commits one order to the database table.
+func (e *env) write(consumer string, x entry) error {
+	err := e.db.insert(x.order, x.userID)
+	if err != nil {
+		e.say("%s: INSERT order %d (user %d) → refused: %v", consumer, x.order, x.userID, err)
+		return err
+	}
+	e.say("%s: INSERT order %d (user %d), stock - 1 → committed", consumer, x.order, x.userID)
+	return nil
+}
+
+// writeAll writes each entry and acknowledges it after its commit: the writer's order of
+// steps in internal/async/writer.go.
+func (e *env) writeAll(ctx context.Context, consumer string, es []entry) error {
+	for _, x := range es {
+		if err := e.write(consumer, x); err != nil {
+			return err
+		}
+		if err := e.ack(ctx, consumer, x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeNew reads the new entries and writes them (writeAll).
+func (e *env) writeNew(ctx context.Context, consumer string) error {
+	es, err := e.read(ctx, consumer, ">")
+	if err != nil {
+		return err
+	}
+	return e.writeAll(ctx, consumer, es)
+}
+
+// deadLetter runs the service's dead-letter script: the entry leaves the stream for the
+// dead-letter stream, its unit goes back to the stock and its user may order again; it does
+// nothing when the entry is not pending for consumer.
+func (e *env) deadLetter(ctx context.Context, consumer string, x entry, reason string) (bool, error) {
+	n, err := deadScript.Run(ctx, e.rdb, []string{e.k.stream, e.k.dead, e.k.sale, e.k.users, e.k.orders, e.k.attempts},
+		group, consumer, x.streamID, x.order, x.userID, voucherID, 1, reason).Int()
+	if err != nil {
+		return false, err
+	}
+	stock, _ := e.rdb.HGet(context.Background(), e.k.sale, "stock").Int64()
+	if n == 1 {
+		e.say("%s: dead-letter order %d (%s): unit back, user %d released → Redis stock %d", consumer, x.order, reason, x.userID, stock)
+	} else {
+		e.say("%s: dead-letter order %d refused: the entry is not %s's", consumer, x.order, consumer)
+	}
+	return n == 1, nil
+}
+
+// books reads the run's end state.
+func (e *env) books(ctx context.Context) (Run, error) {
+	stock, err := e.rdb.HGet(ctx, e.k.sale, "stock").Int64()
+	if err != nil {
+		return Run{}, err
+	}
+	pending, err := e.rdb.XPending(ctx, e.k.stream, group).Result()
+	if err != nil {
+		return Run{}, err
+	}
+	dead, err := e.rdb.XLen(ctx, e.k.dead).Result()
+	if err != nil {
+		return Run{}, err
+	}
+	inStream, err := e.rdb.XLen(ctx, e.k.stream).Result()
+	if err != nil {
+		return Run{}, err
+	}
+	// Lost: admitted, not written, no longer in the stream (acknowledged entries are deleted,
+	// as scripts/lua/async_ack.lua does: what is left is pending or not yet read, so a writer
+	// will see it), and not dead-lettered (so nobody was told it failed).
+	rows := int64(len(e.db.rows))
+	lost := e.admitted - rows - inStream - dead
+	r := Run{Timeline: e.timeline, Initial: e.initial, RedisStock: stock, Admitted: e.admitted, Rows: rows,
+		Lost: max(lost, 0), Pending: pending.Count}
+	return r, nil
+}
+
+func describe(es []entry) string {
+	if len(es) == 0 {
+		return "nothing"
+	}
+	s := ""
+	for i, x := range es {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("order %d (user %d)", x.order, x.userID)
+	}
+	return s
+}
+
+// table is the orders table with the real one's constraints.
+type table struct {
+	stock int64
+	rows  map[int64]int64 // order id -> user
+	users map[int64]bool
+}
+
+var (
+	errDuplicateUser = errors.New("duplicate entry for uk_user_voucher")
+	errDuplicateID   = errors.New("duplicate entry for PRIMARY")
+	errNoStock       = errors.New("stock would go below 0")
+)
+
+func newTable(stock int64) *table {
+	return &table{stock: stock, rows: map[int64]int64{}, users: map[int64]bool{}}
+}
+
+func (t *table) insert(id, user int64) error {
+	switch {
+	case t.rows[id] != 0:
+		return errDuplicateID
+	case t.users[user]:
+		return errDuplicateUser
+	case t.stock <= 0:
+		return errNoStock
+	}
+	t.rows[id], t.users[user] = user, true
+	t.stock--
+	return nil
+}
