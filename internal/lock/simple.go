@@ -24,6 +24,7 @@ type RedisClient interface {
 	redis.Scripter
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 	TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 
 // SimpleRedisLock is hmdp's SimpleRedisLock: SET key owner NX PX ttl to take it, and an

@@ -3,6 +3,7 @@ package lock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -254,8 +255,20 @@ func (h scriptsDownHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (scriptsDownHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h scriptsDownHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.down.Load() {
+			for _, cmd := range cmds {
+				if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+					for _, c := range cmds {
+						c.SetErr(errLostReply)
+					}
+					return errLostReply
+				}
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // TestSimpleRedisLocksRetryAFailedCleanup: when the cleanup after a lost SET reply fails too,
@@ -341,6 +354,60 @@ func TestSimpleRedisLocksRetryAnUnansweredUnlock(t *testing.T) {
 			}
 			require.True(t, ok, "the unanswered unlock is forgotten once answered")
 			require.NoError(t, again.Unlock(ctx))
+		})
+	}
+}
+
+// evalPipelines counts the pipelines carrying a script that reached Redis.
+type evalPipelines struct{ n *atomic.Int64 }
+
+func (evalPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (evalPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h evalPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Name() == "eval" || c.Name() == "evalsha" {
+				h.n.Add(1)
+				break
+			}
+		}
+		return err
+	}
+}
+
+// TestSimpleRedisLocksClearManyStraysInOneRoundTrip: forty locks stranded while Redis was
+// away are cleared, once it answers, by the probe and one pipelined round trip, not by one
+// compare-and-delete per lock.
+func TestSimpleRedisLocksClearManyStraysInOneRoundTrip(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			var down atomic.Bool
+			var rounds atomic.Int64
+			lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+			t.Cleanup(func() { _ = lossy.Close() })
+			lossy.AddHook(lostReplyHook{})
+			lossy.AddHook(scriptsDownHook{&down})
+			lossy.AddHook(evalPipelines{&rounds})
+			locks := lock.NewSimpleRedisLocks(lossy, lock.NewProcessID())
+			prefix := testenv.Unique("strays-")
+			var keys []string
+			down.Store(true)
+			for i := range 40 {
+				l := locks.New(fmt.Sprintf("%s%d", prefix, i)).(*lock.SimpleRedisLock)
+				keys = append(keys, l.Key())
+				_, err := l.TryLock(ctx, time.Hour)
+				require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+			}
+			t.Cleanup(func() { srv.Client.Del(ctx, keys...) })
+			require.EqualValues(t, 40, srv.Client.Exists(ctx, keys...).Val(), "forty stranded locks")
+
+			before := rounds.Load() // the hook counts only what passed scriptsDownHook
+			down.Store(false)
+			require.Eventually(t, func() bool { return srv.Client.Exists(ctx, keys...).Val() == 0 },
+				10*time.Second, 5*time.Millisecond, "every stray cleared")
+			assert.LessOrEqual(t, rounds.Load()-before, int64(2), "the probe and one pipeline of the other 39")
 		})
 	}
 }
