@@ -20,6 +20,10 @@
 #                       instances sharing a machine's cores, as a CPU quota per container would)
 #   CLUSTER_PPROF_BASE_PORT  set: instance i serves Go's profiles on 127.0.0.1:(this + i - 1)
 #                       (SECKILL_PPROF_ADDR; default unset: none)
+#   CLUSTER_ORDER_GATE  order POSTs nginx lets through at once, the next answered 503
+#                       overloaded by nginx (deploy/nginx/order-gate.conf); 0: no gate
+#                       (default: 32 per instance, one per database connection, in sync mode;
+#                       0 with SECKILL_ORDER_MODE=async, whose orders hold no connection)
 #   CLUSTER_NGINX_ACCESS_LOG  1: log every request with its upstream attempts to
 #                       <run dir>/nginx/logs/access.log (default 0: no access log)
 #   SECKILL_MYSQL_DSN   go-sql-driver DSN; the database is created if missing
@@ -208,6 +212,18 @@ cmd_up() {
 		echo "# written by scripts/cluster.sh up; included in the upstream block of nginx.conf"
 		for ((i = 1; i <= INSTANCES; i++)); do echo "server 127.0.0.1:$(instance_port "$i")$params;"; done
 	} >"$n/conf/upstream.conf"
+	# The order gate (deploy/nginx/order-gate.conf): one order in progress per database
+	# connection of the instances (32 each), unless the orders hold none (async).
+	local gate=${CLUSTER_ORDER_GATE:-}
+	if [[ -z $gate ]]; then
+		gate=$((32 * INSTANCES))
+		[[ ${SECKILL_ORDER_MODE:-sync} != async ]] || gate=0
+	fi
+	[[ $gate =~ ^[0-9]+$ ]] || die "CLUSTER_ORDER_GATE=$gate: want a number, 0 for no gate"
+	{
+		echo "# written by scripts/cluster.sh up; included in the order location of nginx.conf"
+		if ((gate > 0)); then echo "limit_conn orders $gate;"; else echo "# no gate (CLUSTER_ORDER_GATE=0 or async mode)"; fi
+	} >"$n/conf/order-gate.conf"
 	local nginx_args=(-p "$n/" -c conf/nginx.conf -e logs/error.log -g "daemon off; pid $n/nginx.pid;")
 	"$(nginx_bin)" -t -q "${nginx_args[@]}" || die "nginx config test failed"
 	nohup "$(nginx_bin)" "${nginx_args[@]}" >"$n/logs/stdout.log" 2>&1 </dev/null &

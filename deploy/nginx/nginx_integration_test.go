@@ -5,7 +5,9 @@ package nginx_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -121,9 +123,18 @@ func serverParams(t *testing.T) string {
 	return string(m[1])
 }
 
-// startNginx runs nginx with this directory's nginx.conf, edited by edit, in front of
-// upstreams, in a prefix of its own on a loopback port, and returns its base URL.
+// startNginx runs nginx with this directory's nginx.conf, edited by edit, and its
+// order-gate.conf, in front of upstreams, in a prefix of its own on a loopback port, and
+// returns its base URL.
 func startNginx(t *testing.T, upstreams []string, edit func(conf string) string) string {
+	t.Helper()
+	gate, err := os.ReadFile("order-gate.conf")
+	require.NoError(t, err)
+	return startNginxGate(t, upstreams, string(gate), edit)
+}
+
+// startNginxGate is startNginx with gate as order-gate.conf.
+func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(conf string) string) string {
 	t.Helper()
 	bin := nginxBin(t)
 	conf, err := os.ReadFile("nginx.conf")
@@ -144,6 +155,7 @@ func startNginx(t *testing.T, upstreams []string, edit func(conf string) string)
 		c := listen.ReplaceAllString(string(conf), "${1}listen 127.0.0.1:"+strconv.Itoa(port)+"${2}")
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "nginx.conf"), []byte(edit(c)), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "upstream.conf"), []byte(servers.String()), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "order-gate.conf"), []byte(gate), 0o644))
 
 		var out bytes.Buffer
 		cmd := exec.Command(bin, "-p", dir+"/", "-c", "conf/nginx.conf", "-e", "logs/error.log",
@@ -196,6 +208,12 @@ func waitHealthy(base string, exited chan error) bool {
 
 // post sends one order-like POST, without a body as an order has none, tagged tag.
 func post(t *testing.T, base, tag string) int {
+	status, _, _ := postAnswer(t, base, tag)
+	return status
+}
+
+// postAnswer is post with the answer's body and Retry-After header.
+func postAnswer(t *testing.T, base, tag string) (status int, body, retryAfter string) {
 	req, err := http.NewRequest(http.MethodPost, base+"/api/vouchers/1/orders", nil)
 	require.NoError(t, err)
 	req.Header.Set(tagHeader, tag)
@@ -203,8 +221,10 @@ func post(t *testing.T, base, tag string) int {
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Do(req)
 	require.NoError(t, err)
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b), resp.Header.Get("Retry-After")
 }
 
 func unchanged(conf string) string { return conf }
@@ -266,4 +286,95 @@ func TestInstanceDown(t *testing.T) {
 		byTag, _ := s.count("", tag)
 		assert.Equal(t, 1, byTag, "POST %s", tag)
 	}
+}
+
+// holding is an upstream that holds every request until release is closed, then answers 201;
+// arrived receives one value per request as it arrives.
+func holding(t *testing.T, name string, s *seen) (addr string, arrived <-chan struct{}, release func()) {
+	in := make(chan struct{}, 64)
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.add(name, r.Header.Get(tagHeader))
+		in <- struct{}{}
+		<-done
+		w.WriteHeader(http.StatusCreated)
+	}))
+	var once sync.Once
+	release = func() { once.Do(func() { close(done) }) }
+	t.Cleanup(func() { release(); srv.Close() })
+	return srv.Listener.Addr().String(), in, release
+}
+
+// TestOrderGateSheds: with the gate's orders in progress, nginx answers the next order POST
+// itself, at once, with the instances' 503 overloaded body and Retry-After, and it reaches no
+// instance; other requests pass; once the orders end, orders pass again.
+func TestOrderGateSheds(t *testing.T) {
+	s := &seen{tags: map[string][]string{}}
+	addr, arrived, release := holding(t, "holding", s)
+	base := startNginxGate(t, []string{addr}, "limit_conn orders 3;\n", unchanged)
+
+	results := make(chan int, 3)
+	for i := range 3 {
+		go func() { results <- post(t, base, "held-"+strconv.Itoa(i)) }()
+	}
+	for range 3 {
+		select {
+		case <-arrived:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the gate's 3 orders did not all reach the upstream: %v", s.tags)
+		}
+	}
+
+	start := time.Now()
+	status, body, retryAfter := postAnswer(t, base, "shed")
+	assert.Less(t, time.Since(start), 2*time.Second, "the shed answer waited")
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Equal(t, "1", retryAfter)
+	var v struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &v), "body %q", body)
+	assert.Equal(t, "overloaded", v.Error.Code)
+	assert.NotEmpty(t, v.Error.Message)
+	byTag, _ := s.count("", "shed")
+	assert.Zero(t, byTag, "the shed order reached the upstream")
+
+	// Only order POSTs count: a GET passes the full gate (and waits at the upstream).
+	getDone := make(chan int, 1)
+	go func() {
+		resp, err := http.Get(base + "/api/vouchers/1/orders")
+		if err != nil {
+			getDone <- 0
+			return
+		}
+		resp.Body.Close()
+		getDone <- resp.StatusCode
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a GET was stopped by the order gate")
+	}
+
+	release()
+	for range 3 {
+		assert.Equal(t, http.StatusCreated, <-results)
+	}
+	assert.Equal(t, http.StatusCreated, <-getDone)
+	assert.Equal(t, http.StatusCreated, post(t, base, "after"), "the gate did not reopen")
+}
+
+// TestInstance503PassesTheGate: error_page turns only nginx's own 503 into overloaded; an
+// instance's 503 (unavailable: a store failed) reaches the client as the instance wrote it.
+func TestInstance503PassesTheGate(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"code":"unavailable","message":"store down"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	base := startNginx(t, []string{srv.Listener.Addr().String()}, unchanged)
+	status, body, _ := postAnswer(t, base, "x")
+	assert.Equal(t, http.StatusServiceUnavailable, status)
+	assert.Contains(t, body, `"unavailable"`)
 }
