@@ -44,7 +44,7 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	var f chaosFlags
 	fs.StringVar(&f.experiment, "experiment", "", "capacity, kill-instance, redis-kill, mariadb-kill, mariadb-freeze, redis-latency, overload or sentinel")
 	fs.StringVar(&f.dir, "dir", "", "what `harness load` wrote for the experiment")
-	fs.StringVar(&f.capacityDir, "capacity-dir", "", "overload: the closed-loop capacity run of the same cluster")
+	fs.StringVar(&f.capacityDir, "capacity-dir", "", "overload: the closed-loop capacity runs of the same cluster, comma-separated (before and after the overload); capacity is their mean")
 	fs.StringVar(&f.events, "events", "", "file of 'NAME UNIX-SECONDS' lines: when chaos.sh did what")
 	fs.StringVar(&f.dsn, "dsn", "", "go-sql-driver DSN of the service's database (the SQL verdict)")
 	fs.StringVar(&f.instancesFile, "instances-file", "", "the instances' base URLs, one a line (their /metrics)")
@@ -353,11 +353,19 @@ func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
 	if f.capacityDir == "" {
 		return errors.New("chaos-check: overload needs -capacity-dir")
 	}
-	capAs, err := readAttempts(filepath.Join(f.capacityDir, "requests.csv"))
-	if err != nil {
-		return err
+	var capacity float64
+	var runs []string
+	dirs := strings.Split(f.capacityDir, ",")
+	for _, dir := range dirs {
+		capAs, err := readAttempts(filepath.Join(dir, "requests.csv"))
+		if err != nil {
+			return err
+		}
+		r, _, _ := ordersPerSec(capAs, phaseMain)
+		capacity += r / float64(len(dirs))
+		runs = append(runs, fmt.Sprintf("%s %.1f", filepath.Base(dir), r))
 	}
-	capacity, _, _ := ordersPerSec(capAs, phaseMain)
+	c.figure("capacity: %.1f orders/s, the mean of the closed-loop runs (%s orders/s)", capacity, strings.Join(runs, ", "))
 	rate, created, window := ordersPerSec(as, phaseMain)
 	var requests int
 	byCode := map[string]int{}

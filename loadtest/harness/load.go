@@ -120,7 +120,10 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	d := newDriver(c)
+	d, err := newDriver(c)
+	if err != nil {
+		return err
+	}
 	vid, err := d.createVoucher(ctx)
 	if err != nil {
 		return err
@@ -137,7 +140,8 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 type driver struct {
 	c      loadConfig
-	client *http.Client
+	client *http.Client // the admin API and the watch
+	orders *leanClient  // the order POSTs
 
 	mu       sync.Mutex
 	attempts []attempt
@@ -145,14 +149,18 @@ type driver struct {
 	nextUser int64
 }
 
-func newDriver(c loadConfig) *driver {
+func newDriver(c loadConfig) (*driver, error) {
 	tr := &http.Transport{
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: 8192,
 		IdleConnTimeout:     30 * time.Second,
 		DisableCompression:  true,
 	}
-	return &driver{c: c, client: &http.Client{Transport: tr, Timeout: c.timeout}, nextUser: c.userBase}
+	orders, err := newLeanClient(c.url, c.timeout, 8192)
+	if err != nil {
+		return nil, fmt.Errorf("load: %w", err)
+	}
+	return &driver{c: c, client: &http.Client{Transport: tr, Timeout: c.timeout}, orders: orders, nextUser: c.userBase}, nil
 }
 
 func (d *driver) createVoucher(ctx context.Context) (int64, error) {
@@ -292,25 +300,18 @@ func (d *driver) orderChain(ctx context.Context, vid int64, phase string, user i
 
 func (d *driver) order(ctx context.Context, vid int64, phase string, user int64, n int) attempt {
 	a := attempt{Start: time.Now(), Phase: phase, User: user, N: n}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.c.url+"/api/vouchers/"+strconv.FormatInt(vid, 10)+"/orders", nil)
-	if err != nil {
+	if ctx.Err() != nil {
 		a.End, a.Code = time.Now(), codeConnError
 		return a
 	}
-	req.Header.Set("X-User-ID", strconv.FormatInt(user, 10))
-	resp, err := d.client.Do(req)
+	status, body, err := d.orders.post("/api/vouchers/"+strconv.FormatInt(vid, 10)+"/orders", user)
+	a.End = time.Now()
 	if err != nil {
-		a.End, a.Code = time.Now(), codeConnError
+		a.Code = codeConnError // no whole answer: refused, reset, closed, cut off or too late
 		return a
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	a.End, a.Status = time.Now(), resp.StatusCode
-	if err != nil {
-		a.Status, a.Code = 0, codeConnError // the answer was cut off
-		return a
-	}
-	a.Code, a.OrderID = classifyAnswer(resp.StatusCode, b)
+	a.Status = status
+	a.Code, a.OrderID = classifyAnswer(status, body)
 	return a
 }
 
