@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -31,6 +32,12 @@ import (
 // expired session's nodes. The order service does not abort an order whose lock reports
 // Lost(), so the stale writer reaches its write, where only the fence (the node's czxid)
 // stops it.
+// fenceUserBlock numbers the trials of this process, each with the user ids from its number
+// times fenceUserBlockSize on.
+var fenceUserBlock atomic.Int64
+
+const fenceUserBlockSize = 1_000_000
+
 const (
 	fenceLease    = 200 * time.Millisecond
 	fenceDeadline = 20 * time.Second // far beyond the lease: the second order waits for its expiry
@@ -141,12 +148,15 @@ func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *a
 		}
 		expired <- nil
 	}()
+	// Users of their own: a lock left by an earlier run on the same stores (a storm's order
+	// whose unlock failed, within its lease) must not meet this trial's first orders.
+	users := fenceUserBlock.Add(1) * fenceUserBlockSize
 	for u := 1; u <= tr.users; u++ {
 		wg.Go(func() {
 			var once sync.Once
 			in := func() { once.Do(inside.Done) }
 			defer in() // a user that failed must not hold up the others' expiry
-			codes, err := fenceUser(ctx, client, cl.bases, vid, int64(u), gate, in, age)
+			codes, err := fenceUser(ctx, client, cl.bases, vid, users+int64(u), gate, in, age)
 			mu.Lock()
 			defer mu.Unlock()
 			errs = append(errs, err)

@@ -34,7 +34,7 @@ type Config struct {
 	Lock string
 	// Order tunes the order service; Order.LockTTL is the lease every guard's TryLock gets
 	// (the watchdog guards renew it every LockTTL/3). Order.MaxInflight zero takes
-	// InflightPerConn times the database pool. Order.Fencing and Order.TokenSource are set
+	// InflightPerConn times the database pool; it is also Async.MaxInflight when that is zero. Order.Fencing and Order.TokenSource are set
 	// from Fencing and Lock (see OrderConfig).
 	Order order.Config
 	// Fencing is FencingOn, FencingOff or FencingAuto (empty is auto): see Fences.
@@ -104,6 +104,11 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	pool := cfg.DBPool
 	if pool.MaxOpen <= 0 {
 		pool.MaxOpen = 32
+	}
+	if cfg.Async.MaxInflight == 0 {
+		// SECKILL_MAX_INFLIGHT bounds the admissions too; unset, the asynchronous mode has a
+		// default of its own (async.DefaultMaxInflight): its orders hold no connection.
+		cfg.Async.MaxInflight = cfg.Order.MaxInflight
 	}
 	if cfg.Order.MaxInflight == 0 {
 		cfg.Order.MaxInflight = InflightPerConn * pool.MaxOpen

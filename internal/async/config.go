@@ -19,6 +19,12 @@ const (
 	DefaultTimeout     = 2 * time.Second
 )
 
+// DefaultMaxInflight is the default bound on an instance's admissions in progress. An
+// admission holds no database connection and takes about a millisecond, so the bound is not
+// what limits throughput (1,024 at a time is hundreds of thousands a second); it bounds the
+// goroutines and memory a hung Redis can gather before the admissions time out.
+const DefaultMaxInflight = 1024
+
 // Config tunes the asynchronous mode. Zero fields take the defaults above.
 type Config struct {
 	// Group is the consumer group of the writers: one per service.
@@ -42,6 +48,11 @@ type Config struct {
 	DBDownBound time.Duration
 	// Timeout bounds each admission (its Redis calls, and a load from the database).
 	Timeout time.Duration
+	// MaxInflight bounds the admissions in progress at once; the next one is refused at once
+	// with order.ErrOverloaded, so that a Redis that hangs holds at most this many requests
+	// (each until Timeout) instead of every request that arrives meanwhile. Zero takes
+	// DefaultMaxInflight.
+	MaxInflight int
 	// Now is the clock of the sale window; nil means time.Now.
 	Now func() time.Time
 }
@@ -72,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = DefaultMaxInflight
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -1,5 +1,7 @@
 package async
 
+import dto "github.com/prometheus/client_model/go"
+
 // SetBeforeAck makes w run f after each commit and before its acknowledgement; f returning
 // false abandons the batch there, as a writer that crashed would. Call it before Start.
 func SetBeforeAck(w *Writer, f func(voucherID int64, es []Entry) bool) { w.beforeAck = f }
@@ -8,4 +10,13 @@ func SetBeforeAck(w *Writer, f func(voucherID int64, es []Entry) bool) { w.befor
 func KeysOf(voucherID int64) (sale, users, orders, stream, dead string) {
 	k := keysOf(voucherID)
 	return k.sale, k.users, k.orders, k.stream, k.dead
+}
+
+// Admissions is the count of admissions with result, for the tests.
+func (m *Metrics) Admissions(result string) float64 {
+	var d dto.Metric
+	if err := m.admissions.WithLabelValues(result).Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetCounter().GetValue()
 }

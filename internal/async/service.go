@@ -31,11 +31,13 @@ type Service struct {
 	metrics *Metrics
 	log     *slog.Logger
 	cfg     Config
+	slots   chan struct{} // one token per admission in progress (Config.MaxInflight)
 }
 
 // NewService returns the admission side of the asynchronous mode.
 func NewService(rdb redis.UniversalClient, ids IDs, loader *Loader, metrics *Metrics, log *slog.Logger, cfg Config) *Service {
 	s := &Service{rdb: rdb, scripts: rdb, ids: ids, loader: loader, metrics: metrics, log: log, cfg: cfg.withDefaults()}
+	s.slots = make(chan struct{}, s.cfg.MaxInflight)
 	// Admissions run through go-redis's automatic pipeliner (experimental in go-redis 9.23):
 	// the scripts of concurrent orders go to Redis in one write and come back in one read, so
 	// a busy instance and Redis make a few system calls per batch instead of two each per
@@ -55,8 +57,16 @@ func NewService(rdb redis.UniversalClient, ids IDs, loader *Loader, metrics *Met
 // an error wrapping order.ErrAlreadyOrdered whose id is returned with it (the user's earlier
 // order, pending or written), or an error wrapping order.ErrUnavailable when Redis or the
 // database (for a voucher Redis lacks) failed or did not answer within Config.Timeout: then
-// nothing was admitted.
+// nothing was admitted. With Config.MaxInflight admissions already in progress it returns
+// order.ErrOverloaded at once, having tried nothing.
 func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, error) {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.metrics.admissions.WithLabelValues(order.ResultOverloaded).Inc()
+		return 0, order.ErrOverloaded
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	id, result, err := s.place(ctx, userID, voucherID)

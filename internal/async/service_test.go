@@ -5,9 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -326,4 +328,62 @@ func TestReconcileDrift(t *testing.T) {
 			assert.Equal(t, int64(-1), f.book(vid).Drift())
 		})
 	}
+}
+
+// blockingIDs hands out ids only after release is closed, and signals each caller on entered.
+type blockingIDs struct {
+	next    atomic.Int64
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingIDs) Next(ctx context.Context) (int64, error) {
+	b.entered <- struct{}{}
+	select {
+	case <-b.release:
+		return b.next.Add(1), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// TestAdmissionBound: with MaxInflight admissions in progress (held in the id generator, as a
+// hung Redis would hold them), the next one is refused at once with ErrOverloaded, having
+// tried nothing, and counted; once they end, admissions go through again.
+func TestAdmissionBound(t *testing.T) {
+	s := stores(t)[0]
+	f := newFixture(t, s, async.Config{})
+	vid := f.voucher(10)
+	ids := &blockingIDs{entered: make(chan struct{}, 4), release: make(chan struct{})}
+	metrics := async.NewMetrics(prometheus.NewRegistry())
+	svc := async.NewService(s.rdb, ids, f.loader, metrics, quiet, async.Config{MaxInflight: 2})
+	ctx := context.Background()
+
+	errs := make(chan error, 2)
+	for user := int64(1); user <= 2; user++ {
+		go func() {
+			_, err := svc.Place(ctx, user, vid)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		select {
+		case <-ids.entered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the first two admissions did not start")
+		}
+	}
+	_, err := svc.Place(ctx, 3, vid)
+	assert.ErrorIs(t, err, order.ErrOverloaded)
+	assert.Empty(t, ids.entered, "the refused admission reached the id generator")
+	assert.Equal(t, 1.0, metrics.Admissions(order.ResultOverloaded))
+
+	close(ids.release)
+	for range 2 {
+		require.NoError(t, <-errs)
+	}
+	_, err = svc.Place(ctx, 3, vid)
+	require.NoError(t, err, "the bound did not reopen")
+	_, err = svc.Place(ctx, 4, vid)
+	require.NoError(t, err)
 }
