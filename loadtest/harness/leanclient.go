@@ -26,6 +26,9 @@ type leanClient struct {
 	host    string // Host header
 	timeout time.Duration
 	idle    chan *leanConn // idle connections; a full channel closes the extra one
+	// limit, when set, bounds the requests in flight, and so the connections: a request
+	// waits for a place before it takes or opens a connection.
+	limit chan struct{}
 }
 
 type leanConn struct {
@@ -54,6 +57,10 @@ func newLeanClient(base string, timeout time.Duration, maxIdle int) (*leanClient
 // post sends POST path with X-User-ID user and returns the status and up to 64 KiB of the
 // body. An error means no whole answer: refused, reset, closed, or past the timeout.
 func (l *leanClient) post(path string, user int64) (int, []byte, error) {
+	if l.limit != nil {
+		l.limit <- struct{}{}
+		defer func() { <-l.limit }()
+	}
 	c, err := l.conn()
 	if err != nil {
 		return 0, nil, err
@@ -69,6 +76,18 @@ func (l *leanClient) post(path string, user int64) (int, []byte, error) {
 		_ = c.c.Close()
 	}
 	return status, body, nil
+}
+
+// closeIdle closes the idle connections.
+func (l *leanClient) closeIdle() {
+	for {
+		select {
+		case c := <-l.idle:
+			_ = c.c.Close()
+		default:
+			return
+		}
+	}
 }
 
 func (l *leanClient) conn() (*leanConn, error) {
