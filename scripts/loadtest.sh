@@ -79,7 +79,11 @@ if [[ $MODE == async ]]; then
 else
 	OUT=${OUT:-$ROOT/run/loadtest/$LOCK}
 fi
-LOADTEST_DSN=${LOADTEST_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
+# MODE=async runs its own Redis (below), so it gets a database of its own: fencing tokens
+# come from one Redis per database (see scripts/scaling.sh).
+default_db=seckill_loadtest
+[[ $MODE == async ]] && default_db=seckill_loadtest_async
+LOADTEST_DSN=${LOADTEST_DSN:-"root:@tcp(127.0.0.1:3306)/$default_db?parseTime=true&loc=UTC"}
 BASELINE_DSN=${BASELINE_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_baseline?parseTime=true&loc=UTC'}
 ADMIN_TOKEN=loadtest-admin-token
 

@@ -32,7 +32,8 @@
 #   CHART             the SVG to write (default docs/loadtest-scaling.svg)
 #   SCALING_REDIS_PORT  the run's own redis-server (default 16389; scripts/own-redis.sh), unless
 #                     SECKILL_REDIS_ADDR names one to use instead
-#   LOADTEST_DSN, BASELINE_DSN, CLUSTER_BASE_PORT, CLUSTER_NGINX_PORT   as for scripts/loadtest.sh
+#   LOADTEST_DSN      the service's database (default .../seckill_scaling: its own, see below)
+#   BASELINE_DSN, CLUSTER_BASE_PORT, CLUSTER_NGINX_PORT   as for scripts/loadtest.sh
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,7 +51,11 @@ NGINX_PORT=${CLUSTER_NGINX_PORT:-8080}
 RUN=${CLUSTER_RUN_DIR:-$ROOT/run/cluster}
 ADMIN_TOKEN=scaling-admin-token
 STOCK=100000000
-LOADTEST_DSN=${LOADTEST_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC'}
+# A database of its own: this script runs its own Redis, whose fencing counters are not the
+# shared Redis's. On the database that make capacity and make loadtest use with the shared
+# Redis, a user id both had used would be fenced (409 lock_expired) by the other Redis's
+# higher tokens in lock_fences (docs/locks.md, "One token source per database").
+LOADTEST_DSN=${LOADTEST_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_scaling?parseTime=true&loc=UTC'}
 BASELINE_DSN=${BASELINE_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_baseline?parseTime=true&loc=UTC'}
 ((DURATION >= 4)) || { echo "scaling: want DURATION >= 4 seconds" >&2; exit 2; }
 command -v wrk >/dev/null || scripts/cluster.sh ensure-pkg wrk wrk
