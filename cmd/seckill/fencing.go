@@ -32,17 +32,17 @@ import (
 // expired session's nodes. The order service does not abort an order whose lock reports
 // Lost(), so the stale writer reaches its write, where only the fence (the node's czxid)
 // stops it.
-// fenceUserBlock numbers the trials of this process, each with the user ids from its number
-// times fenceUserBlockSize on.
-var fenceUserBlock atomic.Int64
-
-const fenceUserBlockSize = 1_000_000
-
 const (
 	fenceLease    = 200 * time.Millisecond
 	fenceDeadline = 20 * time.Second // far beyond the lease: the second order waits for its expiry
 	fenceRetry    = 10 * time.Millisecond
 )
+
+// fenceUserBlock numbers the trials of this process, each with the user ids from its number
+// times fenceUserBlockSize on.
+var fenceUserBlock atomic.Int64
+
+const fenceUserBlockSize = 1_000_000
 
 // fenceTrial is one run of the experiment: a guard, fencing on or off, and how many users.
 type fenceTrial struct {

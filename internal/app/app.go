@@ -34,8 +34,9 @@ type Config struct {
 	Lock string
 	// Order tunes the order service; Order.LockTTL is the lease every guard's TryLock gets
 	// (the watchdog guards renew it every LockTTL/3). Order.MaxInflight zero takes
-	// InflightPerConn times the database pool; it is also Async.MaxInflight when that is zero. Order.Fencing and Order.TokenSource are set
-	// from Fencing and Lock (see OrderConfig).
+	// InflightPerConn times the database pool; as set, it is also Async.MaxInflight when that
+	// is zero. Order.Fencing and Order.TokenSource are set from Fencing and Lock (see
+	// OrderConfig).
 	Order order.Config
 	// Fencing is FencingOn, FencingOff or FencingAuto (empty is auto): see Fences.
 	Fencing string

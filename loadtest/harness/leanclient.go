@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -36,10 +35,9 @@ type leanConn struct {
 	r *bufio.Reader
 }
 
-// errAnswerCut is an answer that ended before its end: the connection broke mid-answer.
-var errAnswerCut = errors.New("answer cut off")
-
-func newLeanClient(base string, timeout time.Duration, maxIdle int) (*leanClient, error) {
+// newLeanClient returns a client of base (http://host:port) that keeps up to maxIdle idle
+// connections and, when maxInflight > 0, sends at most that many requests at once.
+func newLeanClient(base string, timeout time.Duration, maxIdle, maxInflight int) (*leanClient, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return nil, fmt.Errorf("lean client: %w", err)
@@ -51,7 +49,11 @@ func newLeanClient(base string, timeout time.Duration, maxIdle int) (*leanClient
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	return &leanClient{addr: addr, host: u.Host, timeout: timeout, idle: make(chan *leanConn, maxIdle)}, nil
+	l := &leanClient{addr: addr, host: u.Host, timeout: timeout, idle: make(chan *leanConn, maxIdle)}
+	if maxInflight > 0 {
+		l.limit = make(chan struct{}, maxInflight)
+	}
+	return l, nil
 }
 
 // post sends POST path with X-User-ID user and returns the status and up to 64 KiB of the
@@ -125,7 +127,7 @@ func (l *leanClient) roundTrip(c *leanConn, path string, user int64) (status int
 	body, err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if err != nil {
-		return resp.StatusCode, nil, false, fmt.Errorf("%w: %w", errAnswerCut, err)
+		return resp.StatusCode, nil, false, fmt.Errorf("answer cut off: %w", err)
 	}
 	// A body as long as the limit may have left bytes on the connection: not reusable.
 	keep = !resp.Close && len(body) < 64<<10

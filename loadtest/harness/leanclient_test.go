@@ -48,7 +48,7 @@ func TestLeanClient(t *testing.T) {
 	srv.Start()
 	t.Cleanup(srv.Close)
 
-	l, err := newLeanClient(srv.URL, 100*time.Millisecond, 4)
+	l, err := newLeanClient(srv.URL, 100*time.Millisecond, 4, 0)
 	require.NoError(t, err)
 	for i := range 5 {
 		status, body, err := l.post("/api/vouchers/1/orders", int64(40+i))
@@ -79,6 +79,6 @@ func TestLeanClient(t *testing.T) {
 	_, _, err = l.post("/slow", 4)
 	assert.Error(t, err, "an answer later than the timeout")
 
-	_, err = newLeanClient("https://example.test", time.Second, 1)
+	_, err = newLeanClient("https://example.test", time.Second, 1, 0)
 	assert.Error(t, err)
 }

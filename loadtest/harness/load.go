@@ -140,7 +140,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 type driver struct {
 	c      loadConfig
-	client *http.Client // the admin API and the watch
+	client *http.Client // the admin API (the watch has a client of its own)
 	orders *leanClient  // the order POSTs
 
 	mu       sync.Mutex
@@ -150,17 +150,11 @@ type driver struct {
 }
 
 func newDriver(c loadConfig) (*driver, error) {
-	tr := &http.Transport{
-		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: 8192,
-		IdleConnTimeout:     30 * time.Second,
-		DisableCompression:  true,
-	}
-	orders, err := newLeanClient(c.url, c.timeout, 8192)
+	orders, err := newLeanClient(c.url, c.timeout, 8192, 0)
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	return &driver{c: c, client: &http.Client{Transport: tr, Timeout: c.timeout}, orders: orders, nextUser: c.userBase}, nil
+	return &driver{c: c, client: &http.Client{Timeout: c.timeout}, orders: orders, nextUser: c.userBase}, nil
 }
 
 func (d *driver) createVoucher(ctx context.Context) (int64, error) {

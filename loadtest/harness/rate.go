@@ -70,11 +70,10 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, dur time.Duration, userBase int64, maxInflight, conns int) (rateResult, error) {
 	// The lean client (leanclient.go): at 8,000 requests a second net/http's client could not
 	// keep to the schedule on this machine, and the run was void.
-	client, err := newLeanClient(base, 30*time.Second, conns)
+	client, err := newLeanClient(base, 30*time.Second, conns, conns)
 	if err != nil {
 		return rateResult{}, fmt.Errorf("rate: %w", err)
 	}
-	client.limit = make(chan struct{}, conns)
 	defer client.closeIdle()
 	path := "/api/vouchers/" + strconv.FormatInt(vid, 10) + "/orders"
 	n := int(rate * dur.Seconds())
