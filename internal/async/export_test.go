@@ -6,6 +6,10 @@ import dto "github.com/prometheus/client_model/go"
 // false abandons the batch there, as a writer that crashed would. Call it before Start.
 func SetBeforeAck(w *Writer, f func(voucherID int64, es []Entry) bool) { w.beforeAck = f }
 
+// SetBeforeCreate makes l run f after it read a voucher's books and restored its users, just
+// before it creates the sale hash.
+func SetBeforeCreate(l *Loader, f func(voucherID int64)) { l.beforeCreate = f }
+
 // KeysOf exposes a voucher's Redis keys to the tests.
 func KeysOf(voucherID int64) (sale, users, orders, stream, dead string) {
 	k := keysOf(voucherID)

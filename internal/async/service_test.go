@@ -274,6 +274,47 @@ func TestReload(t *testing.T) {
 	}
 }
 
+// TestDeadLetterDuringReload: an order is dead-lettered after the loader counted it as
+// pending and before it creates the sale hash. The dead letter finds no sale hash to give its
+// unit back to, so the load must: otherwise the unit is never sold again (a drift of -1) and
+// the failed order's user, restored by the loader, is locked out.
+func TestDeadLetterDuringReload(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{MaxAttempts: 1})
+			ctx := context.Background()
+			vid := f.voucher(5)
+			require.NoError(t, f.loader.Load(ctx, vid))
+			// The database refuses this order: MySQL's stock is short, which Redis does not know.
+			id, err := f.svc.Place(ctx, 7, vid)
+			require.NoError(t, err)
+			require.NoError(t, f.db.Exec("UPDATE seckill_vouchers SET stock = 0 WHERE voucher_id = ?", vid).Error)
+			sale, users, _, _, dead := async.KeysOf(vid)
+			require.NoError(t, f.rdb.Del(ctx, sale, users).Err())
+
+			async.SetBeforeCreate(f.loader, func(int64) {
+				f.writer("w", nil)
+				f.eventually("dead-lettered while the sale hash is missing", func() bool {
+					n, err := f.rdb.XLen(ctx, dead).Result()
+					return err == nil && n == 1
+				})
+			})
+			require.NoError(t, f.loader.Load(ctx, vid))
+
+			p, ok, err := f.statuses.Lookup(ctx, id)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.True(t, p.Failed, "the order was dead-lettered")
+			_, held, err := f.statuses.OrderOf(ctx, 7, vid)
+			require.NoError(t, err)
+			assert.False(t, held, "the failed order's user is released")
+			b := f.book(vid)
+			assert.Equal(t, async.Book{VoucherID: vid, Loaded: true, Initial: 0, DBStock: 0, RedisStock: 0}, b)
+			assert.Zero(t, b.Drift(), "books %+v", b)
+		})
+	}
+}
+
 // TestCrashBeforeCommit: a consumer of the group reads entries and dies before writing them
 // (it never acknowledges). Reading only new entries (">") would leave them pending forever;
 // the surviving writer claims them once idle past ClaimIdle and writes them.
