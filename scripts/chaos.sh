@@ -132,7 +132,20 @@ pid_of() {
 signal() { # signal NAME SIG PATTERN
 	local pid
 	pid=$(pid_of "$1")
-	[[ -n $pid ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$3" && kill "-$2" "$pid"
+	[[ -n $pid ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$3" && kill "-$2" "$pid"
+}
+# stop NAME PATTERN: SIGTERM, then wait for the process to exit (SIGKILL after 20 s), so that
+# its port is free for the next run once this one has ended.
+stop() {
+	local pid
+	pid=$(pid_of "$1")
+	signal "$1" TERM "$2" || return 0
+	for _ in $(seq 200); do
+		# gone, or a zombie (exited, its parent not yet told)
+		[[ $(awk '{sub(/.*\) /, ""); print $1}' "/proc/$pid/stat" 2>/dev/null) =~ ^[^Z]$ ]] || return 0
+		sleep 0.1
+	done
+	signal "$1" KILL "$2" || true
 }
 
 stores_up() {
@@ -169,9 +182,9 @@ teardown() {
 	signal mariadb CONT mariadbd || true
 	scripts/cluster.sh down || true
 	[[ ! -d $RUN/services ]] || scripts/services.sh down sentinel || true
-	signal toxiproxy TERM toxiproxy || true
-	signal redis TERM redis-server || true
-	signal mariadb TERM mariadbd || true
+	stop toxiproxy toxiproxy || true
+	stop redis redis-server || true
+	stop mariadb mariadbd || true
 	exit $rc
 }
 

@@ -46,7 +46,9 @@ const (
 // interpolateParams, so that a statement with arguments is one round trip instead of two
 // (without it the driver prepares each one anew, executes it and closes it); the driver then
 // escapes the arguments itself, which it refuses for the few multibyte character sets where
-// that is unsafe (the schema is utf8mb4). It also sets the
+// that is unsafe (the schema is utf8mb4). It allows multiStatements, so that the order's
+// stock update and its COMMIT go to the server in one round trip (order.SQLStore); every
+// statement still takes its arguments through placeholders. It also sets the
 // DSN's timeout, readTimeout and writeTimeout to DefaultDialTimeout, DefaultReadTimeout and
 // DefaultWriteTimeout where it leaves them unset: without them a frozen server holds a
 // call, and its connection, until the kernel gives up on the TCP connection.
@@ -58,6 +60,7 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
+	cfg.MultiStatements = true
 	withDefaultTimeouts(cfg)
 	g, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg}), gormConfig())
 	if err != nil {
@@ -147,6 +150,17 @@ func (db *DB) Close() error {
 		return err
 	}
 	return sqlDB.Close()
+}
+
+// IsCheckViolation reports whether err is a violation of the CHECK constraint named
+// constraint: MariaDB's error 4025, MySQL's 3819, or SQLite's CHECK constraint error, each
+// naming it.
+func IsCheckViolation(err error, constraint string) bool {
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		return (me.Number == 4025 || me.Number == 3819) && strings.Contains(me.Message, constraint)
+	}
+	return err != nil && strings.Contains(err.Error(), "CHECK constraint failed") && strings.Contains(err.Error(), constraint)
 }
 
 // IsDeadlock reports whether err is MySQL's error 1213: InnoDB chose this transaction as the

@@ -79,6 +79,29 @@ func TestIsUniqueViolation(t *testing.T) {
 	}
 }
 
+// TestStockNeverNegative: the schema refuses stock below zero on each database, and only that
+// refusal counts as a violation of ck_seckill_vouchers_stock.
+func TestStockNeverNegative(t *testing.T) {
+	for _, db := range databases(t) {
+		t.Run(string(db.Dialect), func(t *testing.T) {
+			now := time.Now().UTC()
+			require.NoError(t, db.Exec("INSERT INTO vouchers (id, title, created_at, updated_at) VALUES (1, 't', ?, ?)", now, now).Error)
+			require.NoError(t, db.Exec("INSERT INTO seckill_vouchers (voucher_id, stock, begin_time, end_time, created_at, updated_at) VALUES (1, 1, ?, ?, ?, ?)", now, now, now, now).Error)
+			take := func() error { return db.Exec("UPDATE seckill_vouchers SET stock = stock - 1 WHERE voucher_id = 1").Error }
+			require.NoError(t, take(), "the last unit")
+			err := take()
+			require.Error(t, err, "below zero")
+			assert.True(t, database.IsCheckViolation(wrap(err), "ck_seckill_vouchers_stock"), "IsCheckViolation(%v)", err)
+			assert.False(t, database.IsCheckViolation(err, "ck_other"), "another constraint's name")
+			assert.False(t, database.IsCheckViolation(db.Exec("INSERT INTO").Error, "ck_seckill_vouchers_stock"), "a syntax error")
+			assert.False(t, database.IsCheckViolation(nil, "ck_seckill_vouchers_stock"))
+			var stock int
+			require.NoError(t, db.Raw("SELECT stock FROM seckill_vouchers WHERE voucher_id = 1").Scan(&stock).Error)
+			assert.Zero(t, stock)
+		})
+	}
+}
+
 func wrap(err error) error {
 	if err == nil {
 		return nil

@@ -20,8 +20,9 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// freezingProxy forwards MySQL connections to a server until, once armed, a client sends
-// COMMIT: from then on that connection goes silent both ways (nothing more reaches the server,
+// freezingProxy forwards MySQL connections to a server until, once armed, a client sends a
+// query that carries COMMIT (on MySQL the order sends it after its stock update, in one
+// query): from then on that connection goes silent both ways (nothing more reaches the server,
 // no answer comes back), as if the server had frozen just as the commit arrived. Closing the
 // client side closes the server side, which rolls the transaction back there.
 type freezingProxy struct {
@@ -53,8 +54,8 @@ func startFreezingProxy(t *testing.T, server string) *freezingProxy {
 	return p
 }
 
-// commitPacket is the start of a COM_QUERY "COMMIT" payload.
-var commitPacket = []byte("\x03COMMIT")
+// commitPacket is what a query that commits carries.
+var commitPacket = []byte("COMMIT")
 
 func (p *freezingProxy) serve(client net.Conn, server string) {
 	defer client.Close()

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-
-	"github.com/seckill/seckill/internal/database"
 )
 
 // ErrFenced is returned when an order's write presented a fencing token lower than one a
@@ -29,47 +27,45 @@ type Fence struct {
 // fenceName is the lock_fences row of lock name under token source.
 func fenceName(source, lock string) string { return source + "/" + lock }
 
-// claimFenceSQL admits a token at least as large as the row's. An equal token is the same
-// grant (a holder's second write, a re-entry, a LocalRemoteLock's local handoff); only a
-// lower one is a holder whose lock has since been granted again. claims changes with every
-// admission because MySQL reports changed rows, not matched ones: without it a claim at the
-// row's own token would look refused.
-const claimFenceSQL = "UPDATE lock_fences SET token = ?, claims = claims + 1 WHERE name = ? AND token <= ?"
+// The claim of a fence, one statement per dialect: it creates the name's row with the token,
+// or admits a token at least as large as the row's. An equal token is the same grant (a
+// holder's second write, a re-entry, a LocalRemoteLock's local handoff); only a lower one is a
+// holder whose lock has since been granted again. It reports one or more affected rows when it
+// admitted the token and none when it refused it. claims changes with every admission because
+// MySQL reports changed rows, not matched ones: without it a claim at the row's own token would
+// look refused. On MySQL claims is assigned first, while token still holds the row's value.
+// A duplicate primary key locks just that row, no gap, so a claim inside the order's
+// transaction blocks no other name's.
+const (
+	claimFenceMySQL = "INSERT INTO lock_fences (name, token, claims) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE " +
+		"claims = IF(token <= VALUES(token), claims + 1, claims), token = GREATEST(token, VALUES(token))"
+	claimFenceSQLite = "INSERT INTO lock_fences (name, token, claims) VALUES (?, ?, 1) ON CONFLICT (name) DO UPDATE " +
+		"SET claims = claims + 1, token = excluded.token WHERE lock_fences.token <= excluded.token"
+)
 
 // execer is what claimFence writes through: a pool or the order's connection.
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// claimFence presents f to the store through db: a pool (the claim commits at once) or a
-// transaction (the claim holds the row until the transaction ends, so no newer holder can
-// claim in between). It returns ErrFenced when the row holds a larger token. A name without
-// a row gets one; when a concurrent claim inserts it first (the primary key refuses ours, on
-// MariaDB, MySQL and SQLite alike), the claim is compared with the row that won.
-func claimFence(ctx context.Context, db execer, f Fence) error {
+// claimFence presents f to the store through db with claim (claimFenceMySQL or
+// claimFenceSQLite), in one round trip: through a pool the claim commits at once; inside a
+// transaction it holds the row until the transaction ends, so no newer holder can claim in
+// between. It returns ErrFenced when the row holds a larger token.
+func claimFence(ctx context.Context, db execer, claim string, f Fence) error {
 	if f.Token == 0 {
 		return nil
 	}
-	for inserted := false; ; inserted = true {
-		res, err := db.ExecContext(ctx, claimFenceSQL, f.Token, f.Name, f.Token)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		switch {
-		case err != nil:
-			return fmt.Errorf("claim fence: %w", err)
-		case n == 1:
-			return nil
-		case inserted:
-			return ErrFenced
-		}
-		_, err = db.ExecContext(ctx, "INSERT INTO lock_fences (name, token, claims) VALUES (?, ?, 1)", f.Name, f.Token)
-		switch {
-		case err == nil:
-			return nil
-		case !database.IsUniqueViolation(err, "PRIMARY", "lock_fences.name"):
-			return fmt.Errorf("claim fence: %w", err)
-		}
+	res, err := db.ExecContext(ctx, claim, f.Name, f.Token)
+	var n int64
+	if err == nil {
+		n, err = res.RowsAffected()
 	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("claim fence: %w", err)
+	case n == 0:
+		return ErrFenced
+	}
+	return nil
 }

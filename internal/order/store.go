@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/database"
@@ -20,6 +21,13 @@ const (
 	insertOrder = "INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
 	takeStock   = "UPDATE seckill_vouchers SET stock = stock - 1, updated_at = ? WHERE voucher_id = ? AND stock > 0"
 	countOrders = "SELECT COUNT(*) FROM voucher_orders WHERE user_id = ? AND voucher_id = ?"
+	// takeStockAndCommit is the end of the order's transaction on MySQL, in one round trip:
+	// the voucher's row stays locked only while the server runs the two statements. A sold-out
+	// voucher fails stockCheck, and the server runs no statement after a failed one, so
+	// nothing commits; hence no "stock > 0" here, which would match no row and commit anyway.
+	takeStockAndCommit = "UPDATE seckill_vouchers SET stock = stock - 1, updated_at = ? WHERE voucher_id = ?; COMMIT"
+	// stockCheck is the constraint that keeps stock at zero or above (migration 00004).
+	stockCheck = "ck_seckill_vouchers_stock"
 )
 
 // orderRow maps the voucher_orders table for the reads of an order.
@@ -48,28 +56,34 @@ type SQLStore struct {
 	// order; read before it, the check races with a duplicate the way MySQL's snapshot does,
 	// and an unguarded duplicate reaches the unique key on both databases.
 	checkBeforeTx bool
+	// claim is the dialect's statement that claims a fence (see claimFence).
+	claim string
+	// oneTripCommit takes stock and commits in one round trip (takeStockAndCommit), on
+	// MySQL. SQLite, in process and one writer at a time, has no round trip to save.
+	oneTripCommit bool
 }
 
 // NewSQLStore returns the order store over db.
 func NewSQLStore(db *database.DB) *SQLStore {
 	if db.Dialect == migrations.SQLite {
-		return &SQLStore{db: db, begin: "BEGIN IMMEDIATE", checkBeforeTx: true}
+		return &SQLStore{db: db, begin: "BEGIN IMMEDIATE", checkBeforeTx: true, claim: claimFenceSQLite}
 	}
-	return &SQLStore{db: db, begin: "START TRANSACTION WITH CONSISTENT SNAPSHOT"}
+	return &SQLStore{db: db, begin: "START TRANSACTION WITH CONSISTENT SNAPSHOT", claim: claimFenceMySQL, oneTripCommit: true}
 }
 
 // Create places o in one transaction and returns nil once it committed. process, the business
 // step of the critical section (may be nil), runs first; then the transaction inserts the
 // order, whose unique key uk_user_voucher is the existing-order check, and last takes one from
-// stock while stock > 0, so the voucher's row, which every order of the voucher updates, stays
-// locked only from that update to the commit.
+// stock, so the voucher's row, which every order of the voucher updates, stays locked only
+// from that update to the commit; on MySQL the update and the COMMIT are one round trip.
 //
 // It returns ErrAlreadyOrdered when the user's order of the voucher had committed before the
 // transaction began, ErrDuplicate when the unique key refused an order that another
 // transaction committed while this one ran, or the insert deadlocked with another of the
 // same user's (either way a duplicate that only the database stopped), and ErrSoldOut when
 // no stock is left; then nothing was written. Any other error wraps the
-// database's or process's error, or ctx's; after a failed COMMIT the order may have committed.
+// database's or process's error, or ctx's; after a COMMIT whose answer was lost (the
+// connection failed or ctx ended) the order may have committed.
 //
 // A fence with a token is claimed twice (see claimFence): first, committed at once, before
 // the existing-order check, so that every older holder of the lock learns of this grant
@@ -84,7 +98,7 @@ func (s *SQLStore) Create(ctx context.Context, o Order, fence Fence, process fun
 	if err != nil {
 		return fmt.Errorf("create order: %w", err)
 	}
-	if err := claimFence(ctx, sqlDB, fence); err != nil {
+	if err := claimFence(ctx, sqlDB, s.claim, fence); err != nil {
 		return err
 	}
 	if s.checkBeforeTx {
@@ -109,6 +123,13 @@ func (s *SQLStore) Create(ctx context.Context, o Order, fence Fence, process fun
 		rollback(ctx, conn)
 		return err
 	}
+	if s.oneTripCommit {
+		return commitWithStock(ctx, conn, o.VoucherID)
+	}
+	if err := take(ctx, conn, o.VoucherID); err != nil {
+		rollback(ctx, conn)
+		return err
+	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		discard(conn)
 		return fmt.Errorf("create order: commit: %w", err)
@@ -116,14 +137,71 @@ func (s *SQLStore) Create(ctx context.Context, o Order, fence Fence, process fun
 	return nil
 }
 
-// place is the work of the order's transaction, step by step.
+// take takes one from the voucher's stock, or returns ErrSoldOut when none is left.
+func take(ctx context.Context, conn *sql.Conn, voucherID int64) error {
+	res, err := conn.ExecContext(ctx, takeStock, time.Now().UTC(), voucherID)
+	if err != nil {
+		return fmt.Errorf("take stock: %w", err)
+	}
+	n, err := res.RowsAffected()
+	switch {
+	case err != nil:
+		return fmt.Errorf("take stock: %w", err)
+	case n == 0:
+		return ErrSoldOut
+	}
+	return nil
+}
+
+// commitWithStock ends the order's transaction on MySQL: takes one from the voucher's stock
+// and commits, in one round trip (takeStockAndCommit). It returns ErrSoldOut, and rolls back,
+// when the stock check refused the update. An error the server answered stopped it before
+// the COMMIT ran, or was the COMMIT's own failure: nothing committed. Any other error (the
+// connection failed, ctx ended) leaves the commit unknown, and the connection is discarded.
+func commitWithStock(ctx context.Context, conn *sql.Conn, voucherID int64) error {
+	var taken []int64
+	err := conn.Raw(func(dc any) error {
+		ex, ok := dc.(driver.ExecerContext)
+		if !ok {
+			return fmt.Errorf("driver %T cannot execute statements", dc)
+		}
+		res, err := ex.ExecContext(ctx, takeStockAndCommit,
+			[]driver.NamedValue{{Ordinal: 1, Value: time.Now().UTC()}, {Ordinal: 2, Value: voucherID}})
+		if err != nil {
+			return err
+		}
+		if r, ok := res.(mysqldriver.Result); ok {
+			taken = r.AllRowsAffected()
+		}
+		return nil
+	})
+	var me *mysqldriver.MySQLError
+	switch {
+	case database.IsCheckViolation(err, stockCheck):
+		rollback(ctx, conn)
+		return ErrSoldOut
+	case errors.As(err, &me):
+		rollback(ctx, conn)
+		return fmt.Errorf("create order: take stock and commit: %w", err)
+	case err != nil:
+		discard(conn)
+		return fmt.Errorf("create order: take stock and commit: %w", err)
+	case len(taken) != 2 || taken[0] != 1:
+		// The voucher was read through its seckill_vouchers row and rows go only with their
+		// voucher: not expected, but then the order committed and took no stock.
+		return fmt.Errorf("create order: committed, but the stock update changed %v rows of voucher %d", taken, voucherID)
+	}
+	return nil
+}
+
+// place is the work of the order's transaction up to the stock, step by step.
 func (s *SQLStore) place(ctx context.Context, conn *sql.Conn, o Order, fence Fence, process func(context.Context) error) error {
 	if process != nil {
 		if err := process(ctx); err != nil {
 			return err
 		}
 	}
-	if err := claimFence(ctx, conn, fence); err != nil {
+	if err := claimFence(ctx, conn, s.claim, fence); err != nil {
 		return err
 	}
 	_, err := conn.ExecContext(ctx, insertOrder, o.ID, o.UserID, o.VoucherID, o.Status, o.CreatedAt, o.CreatedAt)
@@ -137,17 +215,6 @@ func (s *SQLStore) place(ctx context.Context, conn *sql.Conn, o Order, fence Fen
 		return ErrDuplicate
 	case err != nil:
 		return fmt.Errorf("insert order: %w", err)
-	}
-	res, err := conn.ExecContext(ctx, takeStock, time.Now().UTC(), o.VoucherID)
-	if err != nil {
-		return fmt.Errorf("take stock: %w", err)
-	}
-	n, err := res.RowsAffected()
-	switch {
-	case err != nil:
-		return fmt.Errorf("take stock: %w", err)
-	case n == 0:
-		return ErrSoldOut
 	}
 	return nil
 }
