@@ -3,7 +3,9 @@ package lock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/seckill/seckill/migrations"
 )
@@ -26,4 +28,22 @@ func ExpireMySQLLock(ctx context.Context, db *sql.DB, dialect migrations.Dialect
 		return fmt.Errorf("expire %s: %d rows, %v", name, n, err)
 	}
 	return nil
+}
+
+// ErrGrantReplyLost is what LoseGrantReplies reports instead of a grant's answer.
+var ErrGrantReplyLost = errors.New("read tcp: i/o timeout (the grant's reply was lost)")
+
+// LoseGrantReplies makes the grant statement of s, each time armed is set, run on the
+// database and then report ErrGrantReplyLost instead of its answer (and clears armed).
+func LoseGrantReplies(s *MySQLLocks, armed *atomic.Bool) {
+	stmts := *s.sql
+	run := stmts.update
+	stmts.update = func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+		v, ok, err := run(ctx, db, query, args...)
+		if err == nil && query == stmts.grant && armed.CompareAndSwap(true, false) {
+			return 0, false, ErrGrantReplyLost
+		}
+		return v, ok, err
+	}
+	s.sql = &stmts
 }

@@ -64,7 +64,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	ticket := strconv.FormatUint(l.c.waits.Add(1), 10)
 	direct := false // taken by an attempt that set our own lease, not handed over
 	var token int64
-	n, err := l.c.acquire(ctx, wait, contender{
+	k := contender{
 		channel: l.channel,
 		owner:   me + "/" + ticket,
 		refresh: l.c.opts.WaiterTimeout / 3,
@@ -104,7 +104,17 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			}
 			return 0, nil
 		},
-	})
+	}
+	if l.c.holds.get(l.key, me) == nil {
+		// Not a re-entry: a place in the queue or a hold of me in Redis after a failed
+		// attempt is that attempt's. Leave the queue, and pass on a hold to the next waiter.
+		k.lost = func(ctx context.Context) {
+			if v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me).Int64(); err == nil && v != 0 {
+				l.releaseLost(ctx, me)
+			}
+		}
+	}
+	n, err := l.c.acquire(ctx, wait, k)
 	if err != nil || n == 0 {
 		return false, err
 	}

@@ -132,7 +132,10 @@ func (l *MySQLLock) Token() int64 { return l.token.Load() }
 // sets its expiry to lease from now on the database's clock; it inserts the row when the
 // name has none. It reports false, nil when another owner holds an unexpired row, and
 // ErrInvalidTTL for a lease under a millisecond. An attempt whose reply is lost (an error,
-// ctx ending mid-statement) may have taken the row all the same; it expires after lease.
+// ctx ending mid-statement) may have taken the row all the same: unless this lock already
+// held it (a re-entry), TryLock then gives up such a hold at once, on a context of its own
+// bounded by half a second, and returns the attempt's error; if that release fails too, the
+// row expires after lease.
 func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
 	if lease < time.Millisecond {
 		return false, fmt.Errorf("lock %s: %w", l.name, ErrInvalidTTL)
@@ -141,6 +144,7 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 		return false, fmt.Errorf("lock %s: name longer than %d bytes", l.name, maxMySQLLockName)
 	}
 	owner := owner(l.s.process)
+	reentry := l.token.Load() != 0
 	version, ok, err := l.s.grant(ctx, l.name, owner, lease)
 	if err == nil && !ok {
 		// No row to take: either the name has none yet, or another owner holds it. An
@@ -157,6 +161,11 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 		}
 	}
 	if err != nil {
+		if !reentry {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			_, _, _ = l.s.release(cctx, l.name, owner)
+			cancel()
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			// The driver reports a statement cut short by ctx in its own words (SQLite:
 			// "interrupted (9)"); the caller's contract is ctx's error.

@@ -317,6 +317,47 @@ func TestMySQLLockTokenGrows(t *testing.T) {
 	})
 }
 
+// TestMySQLLockLostGrantReleased: a grant that took the row but whose answer was lost. TryLock
+// returns the error and gives the row back, so that another owner takes it at once instead
+// of after the lease (a minute here); a lost re-entry gives back nothing.
+func TestMySQLLockLostGrantReleased(t *testing.T) {
+	eachDB(t, func(t *testing.T, d sqlDB) {
+		ctx := dbCtx(t)
+		var armed atomic.Bool
+		lossy := lock.NewMySQLLocks(d.db, lock.SQLDialect(d.dialect), "", lock.MySQLLockOptions{})
+		lock.LoseGrantReplies(lossy, &armed)
+		other := lock.NewMySQLLocks(d.db, lock.SQLDialect(d.dialect), "", lock.MySQLLockOptions{})
+		name := testenv.Unique("lost-")
+		first := lossy.MySQLLock(name) // the row exists from here on: the next TryLock is a grant
+		ok, err := first.TryLock(ctx, time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.NoError(t, first.Unlock(ctx))
+
+		armed.Store(true)
+		l := lossy.MySQLLock(name)
+		ok, err = l.TryLock(ctx, time.Minute)
+		require.ErrorIs(t, err, lock.ErrGrantReplyLost)
+		require.False(t, armed.Load(), "the grant ran")
+		assert.False(t, ok)
+		o := other.MySQLLock(name)
+		ok, err = o.TryLock(ctx, time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok, "another owner takes the row at once: the lost grant was given back")
+		require.NoError(t, o.Unlock(ctx))
+
+		ok, err = l.TryLock(ctx, time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		armed.Store(true)
+		_, err = l.TryLock(ctx, time.Minute)
+		require.ErrorIs(t, err, lock.ErrGrantReplyLost)
+		ok, err = o.TryLock(ctx, time.Minute)
+		require.NoError(t, err)
+		assert.False(t, ok, "the hold before the lost re-entry is kept")
+	})
+}
+
 func TestMySQLLockTryLockWait(t *testing.T) {
 	eachDB(t, func(t *testing.T, d sqlDB) {
 		ctx := dbCtx(t)

@@ -61,7 +61,7 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 	me := owner(l.c.opts.Process)
 	ms := t.lease.Milliseconds()
 	var token int64
-	n, err := l.c.acquire(ctx, wait, contender{
+	k := contender{
 		channel: l.channel,
 		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
 			v, err := reentrantLockScript.Run(ctx, l.c.rdb, []string{l.key, fenceKey(l.key)}, me, ms).Int64Slice()
@@ -72,7 +72,12 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 			token = tok
 			return n, ttl, err
 		},
-	})
+	}
+	if l.c.holds.get(l.key, me) == nil {
+		// Not a re-entry: any hold of me in Redis after a failed attempt is that attempt's.
+		k.lost = func(ctx context.Context) { l.releaseLost(ctx, me) }
+	}
+	n, err := l.c.acquire(ctx, wait, k)
 	if err != nil || n == 0 {
 		return false, err
 	}
@@ -148,6 +153,25 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("unlock %s: unexpected reply %v", l.key, v)
 	}
 	return nil
+}
+
+// releaseLost gives up the hold that owner me, holding nothing in this process, may have
+// been granted by an attempt whose answer was lost: the unlock script deletes it if it is
+// there (a FairLock's hands it to the next waiter), and waiters of this process are woken as
+// by Unlock. Errors are dropped: the lease ends such a hold anyway.
+func (l *hashLock) releaseLost(ctx context.Context, me string) {
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process).Result()
+	if err != nil {
+		return
+	}
+	switch v := v.(type) {
+	case string:
+		l.c.sub.wakeLocal(l.channel, v)
+	case int64:
+		if v == 0 {
+			l.c.sub.wakeLocal(l.channel, "")
+		}
+	}
 }
 
 // Lost returns a channel that is closed when the calling goroutine's hold is lost: its

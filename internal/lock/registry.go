@@ -121,7 +121,11 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		if wait > 0 {
 			left = max(wait-time.Since(start), 0)
 		}
-		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, t.lease, &e.token)})
+		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, t.lease, &e.token),
+			// The remote key was not the process's (remoteHeld was false) and only this
+			// goroutine, holding the local lock, asks for it: after a failed attempt, a key
+			// of the process's is that attempt's.
+			lost: func(ctx context.Context) { _ = e.releaseRemote(ctx, c) }})
 		if err != nil || n == 0 {
 			e.passOn(context.WithoutCancel(ctx), c)
 			l.r.unref(e)

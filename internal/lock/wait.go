@@ -33,6 +33,12 @@ type contender struct {
 	// refresh, when positive, caps each sleep: the caller must try again that often to keep
 	// its place (FairLock's heartbeat).
 	refresh time.Duration
+	// lost, when set, gives up what an attempt that failed may have taken all the same: its
+	// script reached Redis, the answer did not come back (a timeout), and the caller, who
+	// held nothing before, may now hold the lock or a place in its queue with nobody to
+	// release it before its lease ends. Best effort, on a context of its own bounded by
+	// cleanupTimeout.
+	lost func(ctx context.Context)
 }
 
 // acquire runs Redisson's tryLock(waitTime) loop: try; if that fails and wait allows, join
@@ -50,6 +56,18 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 	if wait != 0 {
 		mode = tryAndQueue
 		w = c.sub.registerHot(k.channel, k.owner)
+	}
+	if k.lost != nil {
+		try := k.try
+		k.try = func(ctx context.Context, mode tryMode) (int64, time.Duration, error) {
+			n, ttl, err := try(ctx, mode)
+			if err != nil {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+				defer cancel()
+				k.lost(cctx)
+			}
+			return n, ttl, err
+		}
 	}
 	n, ttl, err := k.try(ctx, mode)
 	if err != nil || n > 0 || wait == 0 {
