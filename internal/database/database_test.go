@@ -87,7 +87,9 @@ func TestStockNeverNegative(t *testing.T) {
 			now := time.Now().UTC()
 			require.NoError(t, db.Exec("INSERT INTO vouchers (id, title, created_at, updated_at) VALUES (1, 't', ?, ?)", now, now).Error)
 			require.NoError(t, db.Exec("INSERT INTO seckill_vouchers (voucher_id, stock, begin_time, end_time, created_at, updated_at) VALUES (1, 1, ?, ?, ?, ?)", now, now, now, now).Error)
-			take := func() error { return db.Exec("UPDATE seckill_vouchers SET stock = stock - 1 WHERE voucher_id = 1").Error }
+			take := func() error {
+				return db.Exec("UPDATE seckill_vouchers SET stock = stock - 1 WHERE voucher_id = 1").Error
+			}
 			require.NoError(t, take(), "the last unit")
 			err := take()
 			require.Error(t, err, "below zero")
