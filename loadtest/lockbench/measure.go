@@ -116,7 +116,7 @@ func (b bench) uncontended(ctx context.Context, c contestant, n int) (float64, i
 					err = release(context.WithoutCancel(ctx))
 				}
 				if err != nil {
-					if ctx.Err() == nil {
+					if !ended(ctx) {
 						failed.Add(1)
 						once.Do(func() { firstErr = err })
 						_ = sleep(ctx, 10*time.Millisecond) // no hot loop on a failing backend
@@ -192,10 +192,7 @@ func (b bench) contended(ctx context.Context, c contestant, r *run) {
 				t0 := time.Now()
 				release, err := in.acquire(ctx, key)
 				if err != nil {
-					// An attempt cut by the end of the run is no failure; go-redis reports a
-					// read cut by the context's deadline as a network timeout.
-					var ne net.Error
-					if ctx.Err() == nil || !(errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
+					if !cutByEnd(ctx, err) {
 						failed++
 						firstErr.CompareAndSwap(nil, &err)
 						_ = sleep(ctx, 10*time.Millisecond) // no hot loop on a failing backend
@@ -371,4 +368,20 @@ func median(rs []run) run {
 		m.wakes.Unsubscribes += r.wakes.Unsubscribes
 	}
 	return m
+}
+
+// ended reports whether the run is over: ctx is done or its deadline has come. go-redis sets
+// the socket's deadline from ctx's, and it may fire a moment before ctx reports itself done.
+func ended(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ctx.Err() != nil || ok && !time.Now().Before(deadline)
+}
+
+// cutByEnd reports whether err is an attempt cut short by the end of the run: a timeout, or
+// ctx's own error, once the run is over (go-redis reports a read cut by the deadline as a
+// network timeout).
+func cutByEnd(ctx context.Context, err error) bool {
+	var ne net.Error
+	return ended(ctx) && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.As(err, &ne) && ne.Timeout())
 }
