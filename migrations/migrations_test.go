@@ -26,7 +26,7 @@ var wantSchema = schema{
 	// lock.MySQLLocks' table; the name is its primary key.
 	"distributed_locks": {"name", "owner", "holds", "version", "expires_at"},
 	// order.SQLStore's fences: the largest fencing token admitted per lock name.
-	"lock_fences": {"name", "token", "claims"},
+	"lock_fences": {"name", "token", "claims", "claimed_at"},
 }
 
 // schema maps each table (goose's own left out) to its columns in order.

@@ -40,6 +40,8 @@ type config struct {
 	stream        async.Config
 	pprofAddr     string // loopback address of the profiling listener; empty: none
 	fencing       string // app.FencingOn, FencingOff or FencingAuto
+	// fenceRetention is how long a lock_fences row outlives its last claim.
+	fenceRetention time.Duration
 }
 
 // envFlag documents one setting: its environment variable and flag.
@@ -72,6 +74,8 @@ var settings = []envFlag{
 	{"SECKILL_PPROF_ADDR", "pprof-addr", "", "loopback host:port to serve Go's profiles on (/debug/pprof/, serve only); empty: none"},
 	{"SECKILL_FENCING", "fencing", app.FencingAuto, "on|off|auto: check each order write's fencing token in the database (lock_fences); auto is on for the locks that hand out tokens (" +
 		app.TokenKindNames() + "), on with another lock refuses to start; an explicit on lets SECKILL_ORDER_TIMEOUT exceed SECKILL_LOCK_TTL"},
+	{"SECKILL_FENCE_RETENTION", "fence-retention", app.DefaultFenceRetention.String(), "with fencing on, how long a lock_fences row (one per user) outlives its last claim before the instances delete it; " +
+		"at least a minute and ten order deadlines"},
 }
 
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
@@ -135,6 +139,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if _, err := cfg.appConfig().OrderConfig(); err != nil {
 		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING: %w", err)
+	}
+	if cfg.fenceRetention, err = parseDuration("SECKILL_FENCE_RETENTION", *vals["SECKILL_FENCE_RETENTION"], time.Minute); err != nil {
+		return config{}, err
+	}
+	if _, err := cfg.appConfig().EffectiveFenceRetention(); err != nil {
+		return config{}, fmt.Errorf("SECKILL_FENCE_RETENTION, SECKILL_ORDER_TIMEOUT: %w", err)
 	}
 	if cfg.redlockAddrs, err = parseAddrs("SECKILL_REDLOCK_ADDRS", *vals["SECKILL_REDLOCK_ADDRS"]); err != nil {
 		return config{}, err
@@ -269,8 +279,9 @@ func (c config) appConfig() app.Config {
 		Fencing:    c.fencing,
 		Order: order.Config{LockTTL: c.lockTTL, Timeout: c.orderTimeout, MaxInflight: c.maxInflight,
 			ProcessingDelay: c.orderDelay},
-		OrderMode: c.orderMode,
-		Async:     c.stream,
+		OrderMode:      c.orderMode,
+		Async:          c.stream,
+		FenceRetention: c.fenceRetention,
 	}
 }
 

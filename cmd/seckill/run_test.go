@@ -447,6 +447,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_LOCK": "redlock", "SECKILL_FENCING": "on"}, "hands out no fencing token; the locks that do: fair|localremote|mysql|redis|reentrant|zookeeper"},
 		{[]string{"seckill", "serve", "-fencing", "on", "-lock", "local"}, nil, "SECKILL_FENCING"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_FENCING": "yes"}, `SECKILL_FENCING="yes"`},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_FENCE_RETENTION": "30s"}, `SECKILL_FENCE_RETENTION="30s": must be at least 1m0s`},
+		{[]string{"seckill", "serve", "-fence-retention", "2m", "-lock-ttl", "1m", "-order-timeout", "30s"}, nil, "SECKILL_FENCE_RETENTION, SECKILL_ORDER_TIMEOUT: fence retention 2m0s: must be at least 5m0s"},
 		// An order outliving its lease is allowed only with fencing, which refuses its write.
 		{[]string{"seckill", "serve", "-lock-ttl", "200ms", "-order-timeout", "2s", "-fencing", "off"}, nil, "shorter than the lock TTL"},
 		{[]string{"seckill", "serve", "-lock", "redlock", "-lock-ttl", "200ms", "-order-timeout", "2s"}, nil, "shorter than the lock TTL"},

@@ -48,6 +48,10 @@ type Config struct {
 	OrderMode string
 	// Async tunes the asynchronous mode; its zero Timeout takes the order timeout.
 	Async async.Config
+	// FenceRetention is how long a lock_fences row outlives its last admitted claim before
+	// the instance's janitor deletes it (with fencing on); zero takes DefaultFenceRetention.
+	// It must span at least a minute and ten order deadlines.
+	FenceRetention time.Duration
 }
 
 // InflightPerConn is the default bound on an instance's orders in progress, per connection
@@ -98,9 +102,13 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	if cfg.OrderMode != ModeSync && cfg.OrderMode != ModeAsync {
 		return nil, fmt.Errorf("app: unknown order mode %q; want %s or %s", cfg.OrderMode, ModeSync, ModeAsync)
 	}
+	retention, err := cfg.EffectiveFenceRetention()
+	if err != nil {
+		return nil, fmt.Errorf("app: %w", err)
+	}
 	if cfg.Order.Fencing {
 		log.Info("order writes are fenced with the lock's fencing tokens", "lock", cfg.Lock,
-			"lock_ttl", cfg.Order.LockTTL, "order_timeout", cfg.Order.EffectiveTimeout())
+			"lock_ttl", cfg.Order.LockTTL, "order_timeout", cfg.Order.EffectiveTimeout(), "fence_retention", retention)
 	}
 	pool := cfg.DBPool
 	if pool.MaxOpen <= 0 {
@@ -168,8 +176,11 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 		// Reads of an order ask Redis's pending and failed orders before the database.
 		cfg.Order.Pending = async.OrderPending{Statuses: a.Statuses}
 	}
-	svc := order.NewService(vouchers, order.NewSQLStore(db), guard.Locks, ids,
-		order.NewMetrics(inst.Registry), log, cfg.Order)
+	store := order.NewSQLStore(db)
+	svc := order.NewService(vouchers, store, guard.Locks, ids, order.NewMetrics(inst.Registry), log, cfg.Order)
+	if cfg.Order.Fencing {
+		inst.closers = append([]func() error{startFenceJanitor(log, store, retention)}, inst.closers...)
+	}
 	var orders api.Orders = svc
 	if a != nil {
 		inst.Async = a

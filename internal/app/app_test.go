@@ -151,3 +151,44 @@ func TestEmbeddedRedLockNodesShared(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, app.DefaultRedLockAddrs, got, "the real stores default to scripts/services.sh's nodes")
 }
+
+// TestFenceJanitor: with fencing on, an instance deletes the lock_fences rows that admitted no
+// claim for the retention, at start, and keeps the others; a retention shorter than a minute
+// or ten order deadlines is refused.
+func TestFenceJanitor(t *testing.T) {
+	ctx := context.Background()
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	off, err := app.New(ctx, discard, app.Config{Lock: "redis", Fencing: app.FencingOff}, st)
+	require.NoError(t, err)
+	for name, at := range map[string]string{"redis/order:1": "2000-01-01 00:00:00.000", "redis/order:2": ""} {
+		q := "INSERT INTO lock_fences (name, token, claims, claimed_at) VALUES (?, 1, 1, strftime('%Y-%m-%d %H:%M:%f', 'now'))"
+		args := []any{name}
+		if at != "" {
+			q = "INSERT INTO lock_fences (name, token, claims, claimed_at) VALUES (?, 1, 1, ?)"
+			args = append(args, at)
+		}
+		require.NoError(t, off.DB.Exec(q, args...).Error)
+	}
+	names := func() []string {
+		var got []string
+		require.NoError(t, off.DB.Raw("SELECT name FROM lock_fences ORDER BY name").Scan(&got).Error)
+		return got
+	}
+	require.Len(t, names(), 2)
+
+	inst, err := app.New(ctx, discard, app.Config{Lock: "redis", FenceRetention: time.Hour}, st)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(names()) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the row unclaimed since 2000 is deleted at start")
+	assert.Equal(t, []string{"redis/order:2"}, names(), "the fresh row stays")
+	require.NoError(t, inst.Close())
+	require.NoError(t, off.Close())
+
+	_, err = app.New(ctx, discard, app.Config{Lock: "redis", FenceRetention: 30 * time.Second}, st)
+	assert.ErrorContains(t, err, "at least 1m0s", "under a minute")
+	_, err = app.New(ctx, discard, app.Config{Lock: "redis", FenceRetention: 2 * time.Minute,
+		Order: order.Config{LockTTL: time.Minute, Timeout: 30 * time.Second}}, st)
+	assert.ErrorContains(t, err, "at least 5m0s", "under ten order deadlines")
+}

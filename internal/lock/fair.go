@@ -77,7 +77,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 				retry = "1"
 			}
 			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, me, t.lease.Milliseconds(),
-				grantLease.Milliseconds(), queue, retry, ticket).Int64Slice()
+				grantLease.Milliseconds(), queue, retry, ticket, fenceCounterTTL.Milliseconds()).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}

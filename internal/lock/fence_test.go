@@ -204,11 +204,10 @@ func TestTokensFollowTheOrderOfHolds(t *testing.T) {
 	})
 }
 
-// TestTokensSurviveALostCounter: Redis loses the grant counter (a restart without
-// persistence); the next grant's token is still larger than every earlier one, because a
-// counter that does not exist starts at the clock in microseconds. Were it to start at 1, the
-// database would refuse every later order of the name as fenced.
-func TestTokensSurviveALostCounter(t *testing.T) {
+// forEachCounterLock runs f for every Redis lock whose tokens come from a grant counter
+// (SimpleRedisLock as SimpleRedisLocks makes it, with a clock to reseed from, and the three of
+// fencedKinds), each on an embedded Redis of its own; lockOf makes a lock of the kind.
+func forEachCounterLock(t *testing.T, f func(t *testing.T, srv testenv.Redis, lockOf func(name string) fencedLock)) {
 	kinds := append([]struct {
 		name string
 		make func(srv testenv.Redis, c *lock.Client, r *lock.Registry, name string) fencedLock
@@ -221,19 +220,58 @@ func TestTokensSurviveALostCounter(t *testing.T) {
 			c := lock.NewClient(srv.Client, lock.Options{})
 			t.Cleanup(func() { _ = c.Close() })
 			r := lock.NewRegistry(c)
-			ctx := fenceCtx(t)
-			name := testenv.Unique("lost-")
-			var last int64
-			for i := range 3 {
-				l := k.make(srv, c, r, name)
-				ok, err := l.tryFixed(ctx, 10*time.Second)
-				require.NoError(t, err)
-				require.True(t, ok)
-				assert.Greater(t, l.Token(), last, "grant %d", i)
-				last = l.Token()
-				require.NoError(t, l.Unlock(ctx))
-				srv.Mini.FlushAll() // Redis restarted empty
-			}
+			f(t, srv, func(name string) fencedLock { return k.make(srv, c, r, name) })
 		})
 	}
+}
+
+// grantAbove takes l, requires its token (grant nº i) to be above last, releases it and
+// returns the token.
+func grantAbove(ctx context.Context, t *testing.T, l fencedLock, last int64, i int) int64 {
+	t.Helper()
+	ok, err := l.tryFixed(ctx, 10*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Greater(t, l.Token(), last, "grant %d", i)
+	token := l.Token()
+	require.NoError(t, l.Unlock(ctx))
+	return token
+}
+
+// TestTokensSurviveALostCounter: Redis loses the grant counter (a restart without
+// persistence); the next grant's token is still larger than every earlier one, because a
+// counter that does not exist starts at the clock in microseconds. Were it to start at 1, the
+// database would refuse every later order of the name as fenced.
+func TestTokensSurviveALostCounter(t *testing.T) {
+	forEachCounterLock(t, func(t *testing.T, srv testenv.Redis, lockOf func(string) fencedLock) {
+		ctx := fenceCtx(t)
+		name := testenv.Unique("lost-")
+		var last int64
+		for i := range 3 {
+			last = grantAbove(ctx, t, lockOf(name), last, i)
+			srv.Mini.FlushAll() // Redis restarted empty
+		}
+	})
+}
+
+// TestGrantCountersExpire: a name's grant counter is kept a day after its last grant, not for
+// ever (one per user in the service), and a grant after it expired still gets a larger token:
+// the counter starts again from the clock, as one that Redis lost does.
+func TestGrantCountersExpire(t *testing.T) {
+	forEachCounterLock(t, func(t *testing.T, srv testenv.Redis, lockOf func(string) fencedLock) {
+		ctx := fenceCtx(t)
+		name := testenv.Unique("expire-")
+		var last int64
+		for i := range 2 {
+			last = grantAbove(ctx, t, lockOf(name), last, i)
+			counters, err := srv.Client.Keys(ctx, "*"+name+"*:fence").Result()
+			require.NoError(t, err)
+			require.Len(t, counters, 1, "the name's grant counter")
+			ttl := srv.Client.PTTL(ctx, counters[0]).Val()
+			assert.Greater(t, ttl, 23*time.Hour, "the counter outlives the grant by a day")
+			assert.LessOrEqual(t, ttl, 24*time.Hour)
+			srv.Mini.FastForward(24*time.Hour + time.Second)
+			assert.Zero(t, srv.Client.Exists(ctx, counters[0]).Val(), "gone a day after the grant")
+		}
+	})
 }

@@ -64,7 +64,7 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 	k := contender{
 		channel: l.channel,
 		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-			v, err := reentrantLockScript.Run(ctx, l.c.rdb, []string{l.key, fenceKey(l.key)}, me, ms).Int64Slice()
+			v, err := reentrantLockScript.Run(ctx, l.c.rdb, []string{l.key, fenceKey(l.key)}, me, ms, fenceCounterTTL.Milliseconds()).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
@@ -99,8 +99,9 @@ type hashLock struct {
 func (l *hashLock) Key() string { return l.key }
 
 // Token returns the calling goroutine's fencing token: the value of the name's grant counter
-// (a key without expiry beside the hash) that its grant incremented, larger than that of
-// every earlier grant, a takeover after an expiry and a FairLock handover included. A
+// (a key beside the hash, kept a day after each grant) that its grant incremented, larger
+// than that of every earlier grant, a takeover after an expiry and a FairLock handover
+// included. A
 // re-entry keeps it. Token returns 0 when the goroutine holds nothing (its hold was lost too).
 func (l *hashLock) Token() int64 {
 	if h := l.c.holds.get(l.key, owner(l.c.opts.Process)); h != nil {
@@ -129,7 +130,7 @@ func grantReply(v []int64) (n int64, ttl time.Duration, token int64, err error) 
 func (l *hashLock) Unlock(ctx context.Context) error {
 	me := owner(l.c.opts.Process)
 	channel := l.channel
-	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process).Result()
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process, fenceCounterTTL.Milliseconds()).Result()
 	if err != nil {
 		// It may have been released: let local waiters look rather than sleep through a
 		// message this process ignores as its own.
@@ -160,7 +161,7 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 // there (a FairLock's hands it to the next waiter), and waiters of this process are woken as
 // by Unlock. Errors are dropped: the lease ends such a hold anyway.
 func (l *hashLock) releaseLost(ctx context.Context, me string) {
-	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process).Result()
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process, fenceCounterTTL.Milliseconds()).Result()
 	if err != nil {
 		return
 	}

@@ -356,7 +356,8 @@ func (e *entry) startHold(c *Client, t holdTerms) {
 // takes the lock stores its fencing token in token.
 func (c *Client) obtainRemote(key string, lease time.Duration, token *int64) func(context.Context, tryMode) (int64, time.Duration, error) {
 	return func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-		v, err := registryObtainScript.Run(ctx, c.rdb, []string{key, fenceKey(key)}, c.opts.Process, lease.Milliseconds()).Int64Slice()
+		v, err := registryObtainScript.Run(ctx, c.rdb, []string{key, fenceKey(key)}, c.opts.Process, lease.Milliseconds(),
+			fenceCounterTTL.Milliseconds()).Int64Slice()
 		if err != nil {
 			return 0, 0, fmt.Errorf("lock %s: %w", key, err)
 		}

@@ -33,8 +33,9 @@ type RedisClient interface {
 // the goroutine that took the lock can release it.
 //
 // One step beyond hmdp: the SET NX goes in one MULTI/EXEC transaction with an INCR of the
-// name's counter, a key without expiry in the lock key's hash slot, and when the SET took
-// the lock Token returns the value the INCR got (Kleppmann's fencing token). The transaction
+// name's counter, a key in the lock key's hash slot kept a day after each attempt
+// (fenceCounterTTL), and when the SET took the lock Token returns the value the INCR got
+// (Kleppmann's fencing token). The transaction
 // runs both at one point of Redis's order of commands, so a later grant always gets a larger
 // value; failed attempts increment the counter too, which leaves gaps and changes nothing.
 // (Not a Lua script: the embedded Redis, miniredis, builds a Lua VM for every EVAL, which
@@ -72,6 +73,14 @@ func fenceKey(key string) string {
 	}
 	return "{" + key + "}:fence"
 }
+
+// fenceCounterTTL is how long a name's grant counter outlives its last grant. Without it every
+// name ever locked (a user, in the service) would keep a counter in Redis for ever. A counter
+// that expired starts again from the clock (fenceSeed; Redis's TIME in the scripts), as one
+// that Redis lost does, and the clock has moved on by far more than the counter's grants:
+// every later token is still larger. A lock made by NewSimpleRedisLock, which has no clock to
+// seed from, keeps its counter for ever.
+const fenceCounterTTL = 24 * time.Hour
 
 // fenceSeed is where a grant counter that Redis lost (an empty restart, a failover to a
 // replica that had not received it) starts again: the clock in microseconds at the attempt,
@@ -125,6 +134,9 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 			p.SetNX(ctx, l.counter, fenceSeed(l.clock()), 0)
 		}
 		incr = p.Incr(ctx, l.counter)
+		if l.clock != nil {
+			p.PExpire(ctx, l.counter, fenceCounterTTL)
+		}
 		return nil
 	})
 	if err == nil {

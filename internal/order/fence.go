@@ -33,14 +33,18 @@ func fenceName(source, lock string) string { return source + "/" + lock }
 // holder whose lock has since been granted again. It reports one or more affected rows when it
 // admitted the token and none when it refused it. claims changes with every admission because
 // MySQL reports changed rows, not matched ones: without it a claim at the row's own token would
-// look refused. On MySQL claims is assigned first, while token still holds the row's value.
+// look refused. On MySQL token is assigned last: the assignments before it still see the
+// row's value.
 // A duplicate primary key locks just that row, no gap, so a claim inside the order's
 // transaction blocks no other name's.
+// An admitted claim also sets claimed_at, on the database's clock (see PruneFences).
 const (
-	claimFenceMySQL = "INSERT INTO lock_fences (name, token, claims) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE " +
-		"claims = IF(token <= VALUES(token), claims + 1, claims), token = GREATEST(token, VALUES(token))"
-	claimFenceSQLite = "INSERT INTO lock_fences (name, token, claims) VALUES (?, ?, 1) ON CONFLICT (name) DO UPDATE " +
-		"SET claims = claims + 1, token = excluded.token WHERE lock_fences.token <= excluded.token"
+	claimFenceMySQL = "INSERT INTO lock_fences (name, token, claims, claimed_at) VALUES (?, ?, 1, UTC_TIMESTAMP(3)) " +
+		"ON DUPLICATE KEY UPDATE claims = IF(token <= VALUES(token), claims + 1, claims), " +
+		"claimed_at = IF(token <= VALUES(token), VALUES(claimed_at), claimed_at), token = GREATEST(token, VALUES(token))"
+	claimFenceSQLite = "INSERT INTO lock_fences (name, token, claims, claimed_at) VALUES (?, ?, 1, strftime('%Y-%m-%d %H:%M:%f', 'now')) " +
+		"ON CONFLICT (name) DO UPDATE SET claims = claims + 1, token = excluded.token, claimed_at = excluded.claimed_at " +
+		"WHERE lock_fences.token <= excluded.token"
 )
 
 // execer is what claimFence writes through: a pool or the order's connection.

@@ -3,8 +3,8 @@
 -- lock name and token source, holding the largest fencing token a holder of that lock has
 -- presented. An order claims its lock's row when its critical section begins and again inside
 -- its write transaction, before it touches stock or orders; a token below the row's is a
--- holder whose lock has since been granted to another, and its write is refused. The row is
--- never deleted, so the token never goes back. claims changes with every admitted claim: MySQL
+-- holder whose lock has since been granted to another, and its write is refused. A row is
+-- deleted only after it admitted no claim for SECKILL_FENCE_RETENTION (migration 00005). claims changes with every admitted claim: MySQL
 -- reports changed rows, not matched ones, and a claim at the row's own token must count.
 CREATE TABLE lock_fences (
     name   VARBINARY(255) NOT NULL COMMENT 'token source (the lock kind) / lock name',

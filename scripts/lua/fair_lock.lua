@@ -8,7 +8,7 @@
 -- KEYS[4]  the waiters' leases (hash: owner -> lease in ms to grant with .. "/" .. ticket)
 -- KEYS[5]  the lock's channel: a handover publishes the new holder's owner .. "/" .. ticket
 --          .. " " (.. the releasing process id, when a release made it)
--- KEYS[6]  the name's grant counter (KEYS[1] .. ":fence"), without expiry: every grant, a
+-- KEYS[6]  the name's grant counter (KEYS[1] .. ":fence"), kept ARGV[7] ms: every grant, a
 --          handover too, increments it
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
@@ -21,18 +21,22 @@
 --          A handover names the waiter by owner and ticket, because one goroutine (one owner)
 --          waits again and again: a handover to an earlier wait, reaching it late, must not
 --          pass for a handover to the current one.
+-- ARGV[7]  how long the grant counter outlives a grant, in milliseconds
 -- Returns {hold count (>= 1), fencing token} when the caller holds the lock (the token is the
 -- counter's value: no other grant can move it while the caller holds the lock), else {minus
 -- the lock's remaining time to live in ms (<= -1), 0}.
 
--- grant increments a grant counter. One that Redis lost (restarted empty) starts again at
--- the server's clock in microseconds, above every token issued before the loss.
-local function grant(key)
+-- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
+-- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
+-- above every token issued before.
+local function grant(key, ttl)
   if redis.call('EXISTS', key) == 0 then
     local t = redis.call('TIME')
     redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
   end
-  return redis.call('INCR', key)
+  local token = redis.call('INCR', key)
+  redis.call('PEXPIRE', key, ttl)
+  return token
 end
 
 local function clock()
@@ -65,7 +69,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     end
     redis.call('HSET', KEYS[1], ARGV[1], 1)
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, grant(KEYS[6])}
+    return {1, grant(KEYS[6], ARGV[7])}
   end
   -- Free, but a live waiter is first (the holder expired, or a message was lost): hand it over.
   redis.call('LPOP', KEYS[2])
@@ -74,7 +78,7 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HDEL', KEYS[4], head)
   redis.call('HSET', KEYS[1], head, 1)
   redis.call('PEXPIRE', KEYS[1], lease or ARGV[2])
-  grant(KEYS[6])
+  grant(KEYS[6], ARGV[7])
   -- Without its lease entry (expired) the waiter learns of it at its next refresh.
   if ticket then
     redis.call('PUBLISH', KEYS[5], head .. '/' .. ticket .. ' ')

@@ -4,20 +4,24 @@
 --             (a handover is a grant: it increments the counter)
 -- ARGV[1]     owner (process id .. "-" .. goroutine id)
 -- ARGV[2]     process id of the caller
+-- ARGV[3]     how long the grant counter outlives a grant (a handover), in milliseconds
 -- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
 -- when it was released to nobody. On release the first waiter whose deadline has not passed
 -- becomes the holder (hold count 1, its own lease) and its owner .. "/" .. its ticket is
 -- returned (a string). A waiter of the caller's own process is woken by the caller; for any
 -- other, its owner .. "/" .. ticket .. " " .. the caller's process id is published on KEYS[5].
 
--- grant increments a grant counter. One that Redis lost (restarted empty) starts again at
--- the server's clock in microseconds, above every token issued before the loss.
-local function grant(key)
+-- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
+-- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
+-- above every token issued before.
+local function grant(key, ttl)
   if redis.call('EXISTS', key) == 0 then
     local t = redis.call('TIME')
     redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
   end
-  return redis.call('INCR', key)
+  local token = redis.call('INCR', key)
+  redis.call('PEXPIRE', key, ttl)
+  return token
 end
 
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
@@ -45,7 +49,7 @@ while true do
   if deadline and lease and tonumber(deadline) >= now then
     redis.call('HSET', KEYS[1], head, 1)
     redis.call('PEXPIRE', KEYS[1], lease)
-    grant(KEYS[6])
+    grant(KEYS[6], ARGV[3])
     local wait = head .. '/' .. ticket
     -- A waiter of the caller's own process is woken by the caller: no message needed.
     if string.sub(head, 1, #ARGV[2] + 1) ~= ARGV[2] .. '-' then

@@ -1,29 +1,33 @@
 -- reentrant_lock.lua: take or re-enter a ReentrantLock, a hash whose one field is the owner
 -- and whose value is that owner's hold count (Redisson's RLock).
 -- KEYS[1]  the lock hash ("lock:{" .. name .. "}:reentrant")
--- KEYS[2]  the name's grant counter (KEYS[1] .. ":fence"), without expiry
+-- KEYS[2]  the name's grant counter (KEYS[1] .. ":fence"), kept ARGV[3] ms after each grant
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
+-- ARGV[3]  how long the grant counter outlives a grant, in milliseconds
 -- Returns {hold count (>= 1), fencing token} when the caller now holds the lock: a new grant
 -- increments the counter, a re-entry keeps the holder's token (the counter's value, which no
 -- other grant can have moved while the caller held the lock). Else {minus the lock's
 -- remaining time to live in milliseconds (<= -1), 0} when another owner holds it, so that the
 -- caller knows how long it may have to wait if no release message reaches it.
 
--- grant increments a grant counter. One that Redis lost (restarted empty) starts again at
--- the server's clock in microseconds, above every token issued before the loss.
-local function grant(key)
+-- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
+-- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
+-- above every token issued before.
+local function grant(key, ttl)
   if redis.call('EXISTS', key) == 0 then
     local t = redis.call('TIME')
     redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
   end
-  return redis.call('INCR', key)
+  local token = redis.call('INCR', key)
+  redis.call('PEXPIRE', key, ttl)
+  return token
 end
 
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, grant(KEYS[2])}
+  return {1, grant(KEYS[2], ARGV[3])}
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)

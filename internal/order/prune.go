@@ -1,0 +1,103 @@
+package order
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill/seckill/migrations"
+)
+
+// pruneSQL is one dialect's statements of PruneFences: select, then delete, the rows whose
+// claimed_at is older than the cutoff, which both compute on the database's clock (the clock
+// the claims wrote) from the argument cutoff returns.
+type pruneSQL struct {
+	selectOld string // names of old rows; arguments: cutoff, limit
+	deleteOld string // old rows among the names "(?, …)" appended; arguments: cutoff, names…
+	cutoff    func(retention time.Duration) any
+}
+
+var pruneStatements = map[migrations.Dialect]pruneSQL{
+	migrations.MySQL: {
+		selectOld: "SELECT name FROM lock_fences WHERE claimed_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND LIMIT ?",
+		deleteOld: "DELETE FROM lock_fences WHERE claimed_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND AND name IN ",
+		cutoff:    func(d time.Duration) any { return d.Microseconds() },
+	},
+	migrations.SQLite: {
+		selectOld: "SELECT name FROM lock_fences WHERE claimed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?) LIMIT ?",
+		deleteOld: "DELETE FROM lock_fences WHERE claimed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?) AND name IN ",
+		cutoff: func(d time.Duration) any { // a strftime modifier: "-86400.000000 seconds"
+			return "-" + strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + " seconds"
+		},
+	},
+}
+
+// PruneFences deletes the lock_fences rows that admitted no claim for retention, batch rows
+// at a time, and returns how many it deleted. Each round reads the names of old rows (a
+// plain read, which locks nothing) and deletes those rows by their primary key, checking
+// their age again, so that a row claimed in between stays and no order waits on a scan.
+//
+// A row is what refuses a holder whose lock has passed on, so it may go only when no such
+// holder can still write: every order claims its row when its lock is granted and ends
+// within its deadline (Config.Timeout, seconds), so a row unclaimed for far longer than that
+// (SECKILL_FENCE_RETENTION, a day by default) has no order left that it could fence. The
+// next grant of the name claims a fresh row; its token is larger than every earlier one
+// anyway, since the locks' counters only grow (or start again from the clock).
+func (s *SQLStore) PruneFences(ctx context.Context, retention time.Duration, batch int) (int64, error) {
+	q, ok := pruneStatements[s.db.Dialect]
+	if !ok {
+		return 0, fmt.Errorf("prune fences: no statements for dialect %q", s.db.Dialect)
+	}
+	if retention <= 0 || batch <= 0 {
+		return 0, fmt.Errorf("prune fences: want a positive retention and batch, got %v and %d", retention, batch)
+	}
+	sqlDB, err := s.db.DB.DB()
+	if err != nil {
+		return 0, fmt.Errorf("prune fences: %w", err)
+	}
+	cutoff := q.cutoff(retention)
+	var deleted int64
+	for {
+		rows, err := sqlDB.QueryContext(ctx, q.selectOld, cutoff, batch)
+		if err != nil {
+			return deleted, fmt.Errorf("prune fences: %w", err)
+		}
+		args := []any{cutoff}
+		for rows.Next() {
+			var name string // a string: SQLite never finds a BLOB equal to the TEXT it came from
+			if err := rows.Scan(&name); err != nil {
+				_ = rows.Close()
+				return deleted, fmt.Errorf("prune fences: %w", err)
+			}
+			args = append(args, name)
+		}
+		if err := rows.Err(); err != nil {
+			_ = rows.Close()
+			return deleted, fmt.Errorf("prune fences: %w", err)
+		}
+		if err := rows.Close(); err != nil {
+			return deleted, fmt.Errorf("prune fences: %w", err)
+		}
+		found := len(args) - 1
+		if found == 0 {
+			return deleted, nil
+		}
+		in := "(" + strings.TrimSuffix(strings.Repeat("?, ", found), ", ") + ")"
+		res, err := sqlDB.ExecContext(ctx, q.deleteOld+in, args...)
+		if err != nil {
+			return deleted, fmt.Errorf("prune fences: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return deleted, fmt.Errorf("prune fences: %w", err)
+		}
+		deleted += n
+		if found < batch || n == 0 {
+			// The last batch, or none of it could go (claimed again in between): stop rather
+			// than read the same rows again; the next round finds what is left.
+			return deleted, nil
+		}
+	}
+}
