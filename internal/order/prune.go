@@ -3,36 +3,9 @@ package order
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/seckill/seckill/migrations"
 )
-
-// pruneSQL is one dialect's statements of PruneFences: select, then delete, the rows whose
-// claimed_at is older than the cutoff, which both compute on the database's clock (the clock
-// the claims wrote) from the argument cutoff returns.
-type pruneSQL struct {
-	selectOld string // names of old rows; arguments: cutoff, limit
-	deleteOld string // old rows among the names "(?, …)" appended; arguments: cutoff, names…
-	cutoff    func(retention time.Duration) any
-}
-
-var pruneStatements = map[migrations.Dialect]pruneSQL{
-	migrations.MySQL: {
-		selectOld: "SELECT name FROM lock_fences WHERE claimed_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND LIMIT ?",
-		deleteOld: "DELETE FROM lock_fences WHERE claimed_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND AND name IN ",
-		cutoff:    func(d time.Duration) any { return d.Microseconds() },
-	},
-	migrations.SQLite: {
-		selectOld: "SELECT name FROM lock_fences WHERE claimed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?) LIMIT ?",
-		deleteOld: "DELETE FROM lock_fences WHERE claimed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?) AND name IN ",
-		cutoff: func(d time.Duration) any { // a strftime modifier: "-86400.000000 seconds"
-			return "-" + strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + " seconds"
-		},
-	},
-}
 
 // PruneFences deletes the lock_fences rows that admitted no claim for retention, batch rows
 // at a time, and returns how many it deleted. Each round reads the names of old rows (a
@@ -46,10 +19,7 @@ var pruneStatements = map[migrations.Dialect]pruneSQL{
 // next grant of the name claims a fresh row; its token is larger than every earlier one
 // anyway, since the locks' counters only grow (or start again from the clock).
 func (s *SQLStore) PruneFences(ctx context.Context, retention time.Duration, batch int) (int64, error) {
-	q, ok := pruneStatements[s.db.Dialect]
-	if !ok {
-		return 0, fmt.Errorf("prune fences: no statements for dialect %q", s.db.Dialect)
-	}
+	q := s.fences
 	if retention <= 0 || batch <= 0 {
 		return 0, fmt.Errorf("prune fences: want a positive retention and batch, got %v and %d", retention, batch)
 	}

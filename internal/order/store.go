@@ -56,8 +56,8 @@ type SQLStore struct {
 	// order; read before it, the check races with a duplicate the way MySQL's snapshot does,
 	// and an unguarded duplicate reaches the unique key on both databases.
 	checkBeforeTx bool
-	// claim is the dialect's statement that claims a fence (see claimFence).
-	claim string
+	// fences are the dialect's statements on lock_fences (claimFence, PruneFences).
+	fences fenceSQL
 	// oneTripCommit takes stock and commits in one round trip (takeStockAndCommit), on
 	// MySQL. SQLite, in process and one writer at a time, has no round trip to save.
 	oneTripCommit bool
@@ -66,9 +66,9 @@ type SQLStore struct {
 // NewSQLStore returns the order store over db.
 func NewSQLStore(db *database.DB) *SQLStore {
 	if db.Dialect == migrations.SQLite {
-		return &SQLStore{db: db, begin: "BEGIN IMMEDIATE", checkBeforeTx: true, claim: claimFenceSQLite}
+		return &SQLStore{db: db, begin: "BEGIN IMMEDIATE", checkBeforeTx: true, fences: fenceStatements[migrations.SQLite]}
 	}
-	return &SQLStore{db: db, begin: "START TRANSACTION WITH CONSISTENT SNAPSHOT", claim: claimFenceMySQL, oneTripCommit: true}
+	return &SQLStore{db: db, begin: "START TRANSACTION WITH CONSISTENT SNAPSHOT", fences: fenceStatements[migrations.MySQL], oneTripCommit: true}
 }
 
 // Create places o in one transaction and returns nil once it committed. process, the business
@@ -98,7 +98,7 @@ func (s *SQLStore) Create(ctx context.Context, o Order, fence Fence, process fun
 	if err != nil {
 		return fmt.Errorf("create order: %w", err)
 	}
-	if err := claimFence(ctx, sqlDB, s.claim, fence); err != nil {
+	if err := claimFence(ctx, sqlDB, s.fences.claim, fence); err != nil {
 		return err
 	}
 	if s.checkBeforeTx {
@@ -201,7 +201,7 @@ func (s *SQLStore) place(ctx context.Context, conn *sql.Conn, o Order, fence Fen
 			return err
 		}
 	}
-	if err := claimFence(ctx, conn, s.claim, fence); err != nil {
+	if err := claimFence(ctx, conn, s.fences.claim, fence); err != nil {
 		return err
 	}
 	_, err := conn.ExecContext(ctx, insertOrder, o.ID, o.UserID, o.VoucherID, o.Status, o.CreatedAt, o.CreatedAt)
