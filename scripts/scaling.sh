@@ -88,6 +88,21 @@ up() {
 	[[ -n $voucher ]] || { echo "scaling: could not create the voucher" >&2; exit 1; }
 }
 
+# instance_cpu: user+system CPU of the running instances so far, in clock ticks. Read around a
+# load, it gives the instances' CPU per answer: in async mode it is printed for the closed-loop
+# points and for the open loop at 80% (an admission costs the instances less CPU the deeper
+# the queues it meets, which is why an open loop's latency rises well before the closed-loop
+# ceiling; docs/loadtest.md, Scaling).
+instance_cpu() {
+	local t=0 f p
+	for f in "$RUN"/seckill-*.pid; do
+		p=$(<"$f")
+		[[ -r /proc/$p/stat ]] && t=$((t + $(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat")))
+	done
+	echo "$t"
+}
+HZ=$(getconf CLK_TCK)
+
 users=4000000000
 # point SWEEP MODE N C: wrk, C connections, DURATION s; orders in sync/async, GET /healthz in
 # healthz. Appends to points.csv; in async mode the backlog is drained after it.
@@ -96,12 +111,15 @@ point() {
 	[[ $mode == healthz ]] && script=healthz.lua
 	f=$OUT/wrk-$mode-$n-$c.txt
 	users=$((users + 100000000))
+	local cpu0 cpu
+	cpu0=$(instance_cpu)
 	VOUCHER_ID=$voucher USER_BASE=$users wrk -t$threads -c"$c" -d"${DURATION}s" --timeout 10s -s "loadtest/wrk/$script" "$BASE" >"$f" 2>&1 ||
 		{ cat "$f" >&2; exit 1; }
 	json=$(sed -n 's/^wrk-json //p' "$f")
 	[[ -n $json ]] || { cat "$f" >&2; echo "scaling: no figures from wrk" >&2; exit 1; }
-	read -r ok p99 non2xx errors < <(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.1f %.2f %d %d" % ((j["requests"]-j["non2xx"])/j["seconds"], j["p99ms"], j["non2xx"], j["errors"]))' "$json")
-	printf '%-11s %-7s %2d inst %4d conns: %9.1f 2xx/s  p99 %8.2f ms  non-2xx %d  socket errors %d\n' "$sweep" "$mode" "$n" "$c" "$ok" "$p99" "$non2xx" "$errors" | tee -a "$OUT/points.txt"
+	read -r ok p99 non2xx errors requests < <(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.1f %.2f %d %d %d" % ((j["requests"]-j["non2xx"])/j["seconds"], j["p99ms"], j["non2xx"], j["errors"], j["requests"]))' "$json")
+	cpu=$(awk -v t=$(($(instance_cpu) - cpu0)) -v hz="$HZ" -v n="$requests" 'BEGIN { printf "%.0f", n ? 1e6 * t / hz / n : 0 }')
+	printf '%-11s %-7s %2d inst %4d conns: %9.1f 2xx/s  p99 %8.2f ms  non-2xx %d  socket errors %d  instances %s µs CPU/answer\n' "$sweep" "$mode" "$n" "$c" "$ok" "$p99" "$non2xx" "$errors" "$cpu" | tee -a "$OUT/points.txt"
 	# Below the admission limit every answer must be 2xx; past it, 503 overloaded is the service
 	# shedding as designed and counts against the 2xx/s. The limit: in sync mode nginx's order
 	# gate, as scripts/cluster.sh wrote it; in async mode the instances' bound on admissions
@@ -169,12 +187,15 @@ if [[ -n $async_ceiling ]]; then
 	log "async, 2 instances: open loop at 80% of the ceiling ($rate80/s) for ${DURATION}s"
 	# A client that cannot send on schedule voids the figure (harness rate fails): the summary
 	# then says so instead of a p99, and the run goes on.
+	cpu0=$(instance_cpu)
 	if bin/harness rate -url "$BASE" -voucher "$voucher" -rate "$rate80" -duration "${DURATION}s" -user-base 7000000000 \
 		-out "$OUT/rate80.json" >"$OUT/rate80.txt" 2>&1; then
 		p99_80=$(sed -n 's/.*"p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
 	else
 		p99_80=void
 	fi
+	awk -v t=$(($(instance_cpu) - cpu0)) -v hz="$HZ" -v n=$((rate80 * DURATION)) \
+		'BEGIN { printf "instances %.0f µs CPU/answer in the open loop\n", 1e6 * t / hz / n }' >>"$OUT/rate80.txt"
 	cat "$OUT/rate80.txt"
 	bin/harness drain -dsn "$LOADTEST_DSN" -redis "$REDIS_ADDR" -voucher "$voucher" -timeout 5m | tee -a "$OUT/rate80.txt"
 
