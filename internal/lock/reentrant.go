@@ -111,7 +111,8 @@ func (l *hashLock) Token() int64 {
 }
 
 // grantReply reads a lock script's reply: {hold count, token} when the caller holds the
-// lock, {minus the lock's remaining time to live in ms, 0} when it does not.
+// lock (a re-entry's token is 0: held keeps the grant's), {minus the lock's remaining time to
+// live in ms, 0} when it does not.
 func grantReply(v []int64) (n int64, ttl time.Duration, token int64, err error) {
 	if len(v) != 2 {
 		return 0, 0, 0, fmt.Errorf("lock: unexpected script reply %v", v)

@@ -22,9 +22,10 @@
 --          waits again and again: a handover to an earlier wait, reaching it late, must not
 --          pass for a handover to the current one.
 -- ARGV[7]  how long the grant counter outlives a grant, in milliseconds
--- Returns {hold count (>= 1), fencing token} when the caller holds the lock (the token is the
--- counter's value: no other grant can move it while the caller holds the lock), else {minus
--- the lock's remaining time to live in ms (<= -1), 0}.
+-- Returns {1, fencing token} when the caller holds the lock by a new grant or a handover (for
+-- a handover the token is the counter's value: no other grant can move it while the caller
+-- holds the lock); {hold count (>= 2), 0} on a re-entry, which keeps the token its caller got
+-- with the grant; else {minus the lock's remaining time to live in ms (<= -1), 0}.
 
 -- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
 -- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
@@ -46,24 +47,18 @@ local function clock()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+-- The queue, its deadlines and its leases hold the same waiters (every script adds and removes
+-- a waiter in all three, and gives them one expiry), so a queue exists only with its deadlines.
+local queued = redis.call('EXISTS', KEYS[3]) == 1
+if queued then
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', clock())) do
     redis.call('LREM', KEYS[2], 0, w)
     redis.call('ZREM', KEYS[3], w)
     redis.call('HDEL', KEYS[4], w)
   end
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  local token = tonumber(redis.call('GET', KEYS[6]) or 0)
-  if ARGV[5] == '1' then
-    return {1, token}
-  end
-  local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {n, token}
-end
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  local head = redis.call('LINDEX', KEYS[2], 0)
+  local head = queued and redis.call('LINDEX', KEYS[2], 0)
   if (not head) or head == ARGV[1] then
     if head then
       redis.call('LPOP', KEYS[2])
@@ -86,6 +81,13 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   if ticket then
     redis.call('PUBLISH', KEYS[5], head .. '/' .. ticket .. ' ')
   end
+elseif redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  if ARGV[5] == '1' then
+    return {1, tonumber(redis.call('GET', KEYS[6]) or 0)}
+  end
+  local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {n, 0}
 end
 if tonumber(ARGV[4]) > 0 then
   if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then

@@ -27,23 +27,23 @@ local function grant(key, ttl)
   return token
 end
 
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+local n = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not n then
   return -1
 end
-local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
-if n > 0 then
-  return n
+if n > 1 then
+  return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 end
 redis.call('DEL', KEYS[1])
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  return 0
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now
 while true do
   local head = redis.call('LPOP', KEYS[2])
   if not head then
     return 0
+  end
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   local deadline = redis.call('ZSCORE', KEYS[3], head)
   local lease, ticket = string.match(redis.call('HGET', KEYS[4], head) or '', '^(%d+)/(%d+)$')

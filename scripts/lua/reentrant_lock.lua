@@ -5,11 +5,11 @@
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  how long the grant counter outlives a grant, in milliseconds
--- Returns {hold count (>= 1), fencing token} when the caller now holds the lock: a new grant
--- increments the counter, a re-entry keeps the holder's token (the counter's value, which no
--- other grant can have moved while the caller held the lock). Else {minus the lock's
--- remaining time to live in milliseconds (<= -1), 0} when another owner holds it, so that the
--- caller knows how long it may have to wait if no release message reaches it.
+-- Returns {1, fencing token} when the caller now holds the lock by a new grant, which
+-- increments the counter; {hold count (>= 2), 0} on a re-entry, which keeps the token its
+-- caller got with the grant. Else {minus the lock's remaining time to live in milliseconds
+-- (<= -1), 0} when another owner holds it, so that the caller knows how long it may have to
+-- wait if no release message reaches it.
 
 -- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
 -- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
@@ -35,7 +35,7 @@ end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {n, tonumber(redis.call('GET', KEYS[2]) or 0)}
+  return {n, 0}
 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 1 then ttl = 1 end
