@@ -43,9 +43,14 @@ local function grant(key, ttl)
   return token
 end
 
+-- clock returns the server's time in ms, read once per run.
+local now
 local function clock()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
 end
 -- The queue, its deadlines and its leases hold the same waiters (every script adds and removes
 -- a waiter in all three, and gives them one expiry), so a queue exists only with its deadlines.
