@@ -62,7 +62,9 @@ if queued then
     redis.call('HDEL', KEYS[4], w)
   end
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- PTTL answers -2 for a free lock, and the wait of a taken one: one call for both.
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then
   local head = queued and redis.call('LINDEX', KEYS[2], 0)
   if (not head) or head == ARGV[1] then
     if head then
@@ -80,7 +82,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   local lease, ticket = string.match(redis.call('HGET', KEYS[4], head) or '', '^(%d+)/(%d+)$')
   redis.call('HDEL', KEYS[4], head)
   redis.call('HSET', KEYS[1], head, 1)
-  redis.call('PEXPIRE', KEYS[1], lease or ARGV[2])
+  ttl = tonumber(lease or ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ttl)
   grant(KEYS[6], ARGV[7])
   -- Without its lease entry (expired) the waiter learns of it at its next refresh.
   if ticket then
@@ -106,6 +109,5 @@ if tonumber(ARGV[4]) > 0 then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
 end
-local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 1 then ttl = 1 end
 return {-ttl, 0}

@@ -27,7 +27,9 @@ local function grant(key, ttl)
   return token
 end
 
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- PTTL answers -2 for a free lock, and the wait of a taken one: one call for both.
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, grant(KEYS[2], ARGV[3])}
@@ -37,6 +39,5 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {n, 0}
 end
-local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 1 then ttl = 1 end
 return {-ttl, 0}
