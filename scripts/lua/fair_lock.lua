@@ -98,10 +98,10 @@ elseif redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   return {n, 0}
 end
 if tonumber(ARGV[4]) > 0 then
-  if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+  -- ZADD counts the members it added: the caller joins the queue's end only if it was not in.
+  if redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[4]), ARGV[1]) == 1 then
     redis.call('RPUSH', KEYS[2], ARGV[1])
   end
-  redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[4]), ARGV[1])
   redis.call('HSET', KEYS[4], ARGV[1], ARGV[3] .. '/' .. ARGV[6])
   -- Every refresh pushes the queue's expiry past the latest deadline, so a queue whose
   -- waiters all died disappears on its own.
