@@ -124,7 +124,7 @@ lockbench: services-up
 	cd loadtest/lockbench && $(GO) run . -mysql '$(LOCKBENCH_MYSQL)' $(LOCKBENCH_FLAGS)
 ## lockbench-redis: the single-Redis locks only, as before (~1.5 min)
 lockbench-redis:
-	cd loadtest/lockbench && $(GO) run . -only Redis,bsm,redsync -kill=false -nodeloss-port 0 -duration 1s -rounds 5
+	cd loadtest/lockbench && $(GO) run . -backends redis -kill=false -nodeloss-port 0 -duration 1s -rounds 5
 
 ## ---- chaos (docs/chaos.md) ----
 TOXIPROXY_VERSION ?= v2.5.0

@@ -68,6 +68,9 @@ type Client struct {
 	waits  atomic.Uint64 // FairLock waits so far: each wait's ticket
 
 	hooks hooks
+
+	// processArg is opts.Process as a script argument, boxed once rather than at every call.
+	processArg any
 }
 
 // hooks lets the package's tests observe internal events. All nil outside tests.
@@ -92,8 +95,8 @@ func NewClient(rdb redis.UniversalClient, opts Options) *Client {
 		opts.LocalHandoffs = DefaultLocalHandoffs
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Client{rdb: rdb, opts: opts, ctx: ctx, cancel: cancel}
-	c.holds.m = make(map[string]*hold)
+	c := &Client{rdb: rdb, opts: opts, processArg: opts.Process, ctx: ctx, cancel: cancel}
+	c.holds.m = make(map[holdID]*hold)
 	c.sub = newSubscriber(rdb, &c.stats, opts.Process)
 	return c
 }

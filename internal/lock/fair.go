@@ -32,7 +32,7 @@ type FairLock struct {
 func (c *Client) FairLock(name string) *FairLock {
 	key := hashTag(name, "fair")
 	keys := []string{key, key + ":queue", key + ":deadlines", key + ":leases", key + ":released", fenceKey(key)}
-	return &FairLock{hashLock{c: c, key: key, channel: key + ":released", keys: keys, unlockScript: fairUnlockScript}}
+	return &FairLock{hashLock{c: c, key: key, channel: key + ":released", keys: keys, lockKeys: keys, unlockScript: fairUnlockScript}}
 }
 
 // TryLock tries once, without queueing, and holds the lock with the watchdog renewing
@@ -76,8 +76,8 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			if mode == retryQueued {
 				retry = "1"
 			}
-			v, err := fairLockScript.Run(ctx, l.c.rdb, l.keys, me, t.lease.Milliseconds(),
-				grantLease.Milliseconds(), queue, retry, ticket, fenceCounterTTL.Milliseconds()).Int64Slice()
+			v, err := fairLockScript.Run(ctx, l.c.rdb, l.lockKeys, me, t.lease.Milliseconds(),
+				grantLease.Milliseconds(), queue, retry, ticket, fenceTTLArg).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}

@@ -24,7 +24,7 @@ type ReentrantLock struct {
 func (c *Client) ReentrantLock(name string) *ReentrantLock {
 	key := hashTag(name, "reentrant")
 	return &ReentrantLock{hashLock{c: c, key: key, channel: key + ":released", keys: []string{key, key + ":released"},
-		unlockScript: reentrantUnlockScript}}
+		lockKeys: []string{key, fenceKey(key)}, unlockScript: reentrantUnlockScript}}
 }
 
 // TryLock tries once to take the lock for the calling goroutine, never waiting, and holds it
@@ -64,7 +64,7 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 	k := contender{
 		channel: l.channel,
 		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-			v, err := reentrantLockScript.Run(ctx, l.c.rdb, []string{l.key, fenceKey(l.key)}, me, ms, fenceCounterTTL.Milliseconds()).Int64Slice()
+			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.lockKeys, me, ms, fenceTTLArg).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
@@ -92,6 +92,7 @@ type hashLock struct {
 	key          string   // the lock hash
 	channel      string   // where releases and handovers are published
 	keys         []string // the keys its unlock script takes; keys[0] is key
+	lockKeys     []string // the keys its lock script takes
 	unlockScript *redis.Script
 }
 
@@ -111,7 +112,8 @@ func (l *hashLock) Token() int64 {
 }
 
 // grantReply reads a lock script's reply: {hold count, token} when the caller holds the
-// lock, {minus the lock's remaining time to live in ms, 0} when it does not.
+// lock (a re-entry's token is 0: held keeps the grant's), {minus the lock's remaining time to
+// live in ms, 0} when it does not.
 func grantReply(v []int64) (n int64, ttl time.Duration, token int64, err error) {
 	if len(v) != 2 {
 		return 0, 0, 0, fmt.Errorf("lock: unexpected script reply %v", v)
@@ -130,7 +132,7 @@ func grantReply(v []int64) (n int64, ttl time.Duration, token int64, err error) 
 func (l *hashLock) Unlock(ctx context.Context) error {
 	me := owner(l.c.opts.Process)
 	channel := l.channel
-	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process, fenceCounterTTL.Milliseconds()).Result()
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.processArg, fenceTTLArg).Result()
 	if err != nil {
 		// It may have been released: let local waiters look rather than sleep through a
 		// message this process ignores as its own.
@@ -161,7 +163,7 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 // there (a FairLock's hands it to the next waiter), and waiters of this process are woken as
 // by Unlock. Errors are dropped: the lease ends such a hold anyway.
 func (l *hashLock) releaseLost(ctx context.Context, me string) {
-	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.opts.Process, fenceCounterTTL.Milliseconds()).Result()
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.processArg, fenceTTLArg).Result()
 	if err != nil {
 		return
 	}

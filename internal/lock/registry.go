@@ -39,7 +39,9 @@ func NewRegistry(c *Client) *Registry {
 // Obtain returns the lock named name (remote key "lock:{name}:registry").
 func (r *Registry) Obtain(name string) *LocalRemoteLock {
 	key := hashTag(name, "registry")
-	return &LocalRemoteLock{r: r, name: name, key: key}
+	channel := key + ":released"
+	return &LocalRemoteLock{r: r, name: name, remote: &remote{key: key, channel: channel,
+		obtainKeys: []string{key, fenceKey(key)}, releaseKeys: []string{key, channel}}}
 }
 
 // LocalRemoteLock is a Registry's lock for one name; it is reentrant for the goroutine that
@@ -47,13 +49,22 @@ func (r *Registry) Obtain(name string) *LocalRemoteLock {
 type LocalRemoteLock struct {
 	r    *Registry
 	name string
-	key  string
+	*remote
+}
+
+// remote names the Redis side of a LocalRemoteLock: its key, its release channel and the keys
+// its scripts take, built once by Obtain and shared by the entries of the name.
+type remote struct {
+	key, channel string
+	obtainKeys   []string // key and its grant counter
+	releaseKeys  []string // key and channel; extend takes the first
 }
 
 // entry is the local state of one name.
 type entry struct {
-	name, key, channel string
-	refs               int // holders and waiters using the entry; guarded by Registry.mu
+	name string
+	*remote
+	refs int // holders and waiters using the entry; guarded by Registry.mu
 
 	mu      sync.Mutex
 	locked  bool           // the local lock
@@ -98,7 +109,7 @@ func (l *LocalRemoteLock) TryLockWait(ctx context.Context, wait, lease time.Dura
 func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms) (bool, error) {
 	c := l.r.c
 	gid := goroutineID()
-	e := l.r.ref(l.name, l.key)
+	e := l.r.ref(l.name, l.remote)
 	if e.holder.Load() == gid {
 		e.count++
 		l.r.unref(e)
@@ -112,7 +123,7 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 	}
 	if e.remoteHeld && e.extended != t.lease {
 		// Handed over with another waiter's lease (that one gave up): set ours.
-		if kept, err := c.extendRemote(ctx, e.key, t.lease); err != nil || !kept {
+		if kept, err := c.extendRemote(ctx, e.remote, t.lease); err != nil || !kept {
 			e.dropRemote()
 		}
 	}
@@ -121,7 +132,7 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		if wait > 0 {
 			left = max(wait-time.Since(start), 0)
 		}
-		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.key, t.lease, &e.token),
+		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.remote, t.lease, &e.token),
 			// The remote key was not the process's (remoteHeld was false) and only this
 			// goroutine, holding the local lock, asks for it: after a failed attempt, a key
 			// of the process's is that attempt's.
@@ -167,7 +178,7 @@ func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 	e.holder.Store(0)
 	var err error
 	if next, ok := e.nextTerms(); ok && e.handoffs < c.opts.LocalHandoffs {
-		kept, rerr := c.extendRemote(ctx, e.key, next.lease)
+		kept, rerr := c.extendRemote(ctx, e.remote, next.lease)
 		switch {
 		case rerr != nil:
 			err = rerr
@@ -209,12 +220,12 @@ func (l *LocalRemoteLock) Lost() <-chan struct{} {
 	return e.hold.lost
 }
 
-func (r *Registry) ref(name, key string) *entry {
+func (r *Registry) ref(name string, rk *remote) *entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := r.entries[name]
 	if e == nil {
-		e = &entry{name: name, key: key, channel: key + ":released"}
+		e = &entry{name: name, remote: rk}
 		r.entries[name] = e
 	}
 	e.refs++
@@ -318,7 +329,7 @@ func (e *entry) passOn(ctx context.Context, c *Client) {
 // release. It returns an error wrapping ErrLockLost when it was not.
 func (e *entry) releaseRemote(ctx context.Context, c *Client) error {
 	e.dropRemote()
-	v, err := registryReleaseScript.Run(ctx, c.rdb, []string{e.key, e.channel}, c.opts.Process).Int64()
+	v, err := registryReleaseScript.Run(ctx, c.rdb, e.releaseKeys, c.processArg).Int64()
 	if err != nil {
 		return fmt.Errorf("unlock %s: %w", e.key, err)
 	}
@@ -348,18 +359,18 @@ func (e *entry) startHold(c *Client, t holdTerms) {
 		return
 	}
 	c.watch(e.hold, e.key, t.lease, t.lease/3, func(ctx context.Context, lease time.Duration) (bool, error) {
-		return c.extendRemote(ctx, e.key, lease)
+		return c.extendRemote(ctx, e.remote, lease)
 	})
 }
 
-// obtainRemote returns the attempt that runs registry_obtain.lua for key; an attempt that
+// obtainRemote returns the attempt that runs registry_obtain.lua for rk; an attempt that
 // takes the lock stores its fencing token in token.
-func (c *Client) obtainRemote(key string, lease time.Duration, token *int64) func(context.Context, tryMode) (int64, time.Duration, error) {
+func (c *Client) obtainRemote(rk *remote, lease time.Duration, token *int64) func(context.Context, tryMode) (int64, time.Duration, error) {
+	ms := lease.Milliseconds()
 	return func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-		v, err := registryObtainScript.Run(ctx, c.rdb, []string{key, fenceKey(key)}, c.opts.Process, lease.Milliseconds(),
-			fenceCounterTTL.Milliseconds()).Int64Slice()
+		v, err := registryObtainScript.Run(ctx, c.rdb, rk.obtainKeys, c.processArg, ms, fenceTTLArg).Int64Slice()
 		if err != nil {
-			return 0, 0, fmt.Errorf("lock %s: %w", key, err)
+			return 0, 0, fmt.Errorf("lock %s: %w", rk.key, err)
 		}
 		n, ttl, tok, err := grantReply(v)
 		if n > 0 {
@@ -369,11 +380,11 @@ func (c *Client) obtainRemote(key string, lease time.Duration, token *int64) fun
 	}
 }
 
-// extendRemote resets the lease of key if the process still holds it.
-func (c *Client) extendRemote(ctx context.Context, key string, lease time.Duration) (bool, error) {
-	v, err := registryExtendScript.Run(ctx, c.rdb, []string{key}, c.opts.Process, lease.Milliseconds()).Int64()
+// extendRemote resets the lease of rk's key if the process still holds it.
+func (c *Client) extendRemote(ctx context.Context, rk *remote, lease time.Duration) (bool, error) {
+	v, err := registryExtendScript.Run(ctx, c.rdb, rk.releaseKeys[:1], c.processArg, lease.Milliseconds()).Int64()
 	if err != nil {
-		return false, fmt.Errorf("extend %s: %w", key, err)
+		return false, fmt.Errorf("extend %s: %w", rk.key, err)
 	}
 	return v == 1, nil
 }

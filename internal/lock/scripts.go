@@ -21,3 +21,7 @@ var (
 	registryReleaseScript = redis.NewScript(lua.RegistryRelease)
 	registryExtendScript  = redis.NewScript(lua.RegistryExtend)
 )
+
+// fenceTTLArg is fenceCounterTTL in milliseconds, the scripts' argument, boxed once: an int64
+// passed as an argument is boxed (allocated) at every call.
+var fenceTTLArg any = fenceCounterTTL.Milliseconds()

@@ -41,6 +41,17 @@ type contender struct {
 	lost func(ctx context.Context)
 }
 
+// attempt runs try, and lost after an attempt that failed.
+func (k *contender) attempt(ctx context.Context, mode tryMode) (int64, time.Duration, error) {
+	n, ttl, err := k.try(ctx, mode)
+	if err != nil && k.lost != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		k.lost(cctx)
+	}
+	return n, ttl, err
+}
+
 // acquire runs Redisson's tryLock(waitTime) loop: try; if that fails and wait allows, join
 // the lock's channel on the shared subscription and sleep until a release message, the
 // lock's remaining lease, the end of wait or the end of ctx, whichever comes first; try
@@ -57,19 +68,7 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 		mode = tryAndQueue
 		w = c.sub.registerHot(k.channel, k.owner)
 	}
-	if k.lost != nil {
-		try := k.try
-		k.try = func(ctx context.Context, mode tryMode) (int64, time.Duration, error) {
-			n, ttl, err := try(ctx, mode)
-			if err != nil {
-				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-				defer cancel()
-				k.lost(cctx)
-			}
-			return n, ttl, err
-		}
-	}
-	n, ttl, err := k.try(ctx, mode)
+	n, ttl, err := k.attempt(ctx, mode)
 	if err != nil || n > 0 || wait == 0 {
 		if w != nil {
 			c.sub.unregister(w)
@@ -124,7 +123,7 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 
 	for {
 		if retry {
-			n, ttl, err = k.try(ctx, retryQueued)
+			n, ttl, err = k.attempt(ctx, retryQueued)
 			if err != nil || n > 0 {
 				return n, err
 			}

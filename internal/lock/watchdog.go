@@ -14,40 +14,47 @@ type renewFunc func(ctx context.Context, lease time.Duration) (bool, error)
 type hold struct {
 	lost     chan struct{}
 	lostOnce sync.Once
-	forget   func() // drops the hold from its table once lost; nil when not in one
+	table    *holds // the table to leave once lost; nil when not in one
+	id       holdID // the hold's entry in table
 	stopOnce sync.Once
-	stop     chan struct{} // closed at the final unlock: the watchdog exits quietly
+	stop     chan struct{} // closed at the final unlock: the watchdog exits quietly; nil without one
 	timer    *time.Timer   // fixed lease: fires when the lease has run out
 	token    int64         // the grant's fencing token
 }
 
 func newHold() *hold {
-	return &hold{lost: make(chan struct{}), stop: make(chan struct{})}
+	return &hold{lost: make(chan struct{})}
 }
 
 // markLost closes lost. A lost hold is over, so it also leaves its table: a holder that
 // never unlocks leaks nothing once its lease has run out.
 func (h *hold) markLost() {
 	h.lostOnce.Do(func() {
-		if h.forget != nil {
-			h.forget() // first: whoever sees lost closed finds the hold gone
+		if h.table != nil {
+			h.table.forget(h) // first: whoever sees lost closed finds the hold gone
 		}
 		close(h.lost)
 	})
 }
 
 func (h *hold) end() {
-	h.stopOnce.Do(func() { close(h.stop) })
+	if h.stop != nil {
+		h.stopOnce.Do(func() { close(h.stop) })
+	}
 	if h.timer != nil {
 		h.timer.Stop()
 	}
 }
 
-// holds maps key+owner to the hold of a lock this process holds.
+// holds maps key and owner to the hold of a lock this process holds.
 type holds struct {
 	mu sync.Mutex
-	m  map[string]*hold
+	m  map[holdID]*hold
 }
+
+// holdID names a hold in a holds table. A struct rather than key+owner joined into one
+// string, so that the lookups at every acquisition and release allocate nothing.
+type holdID struct{ key, owner string }
 
 func holdKey(key, owner string) string { return key + "\x00" + owner }
 
@@ -58,7 +65,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 func (hs *holds) lost(key, owner string) <-chan struct{} {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	if h := hs.m[holdKey(key, owner)]; h != nil {
+	if h := hs.m[holdID{key, owner}]; h != nil {
 		return h.lost
 	}
 	return closedChan
@@ -70,16 +77,10 @@ func (hs *holds) lost(key, owner string) <-chan struct{} {
 func (hs *holds) begin(key, owner string, token int64) *hold {
 	h := newHold()
 	h.token = token
-	h.forget = func() {
-		hs.mu.Lock()
-		defer hs.mu.Unlock()
-		if hs.m[holdKey(key, owner)] == h {
-			delete(hs.m, holdKey(key, owner))
-		}
-	}
+	h.table, h.id = hs, holdID{key, owner}
 	hs.mu.Lock()
-	old := hs.m[holdKey(key, owner)]
-	hs.m[holdKey(key, owner)] = h
+	old := hs.m[h.id]
+	hs.m[h.id] = h
 	hs.mu.Unlock()
 	if old != nil {
 		old.markLost()
@@ -88,18 +89,28 @@ func (hs *holds) begin(key, owner string, token int64) *hold {
 	return h
 }
 
+// forget removes h from the table, unless a newer hold of its key and owner replaced it.
+func (hs *holds) forget(h *hold) {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.m[h.id] == h {
+		delete(hs.m, h.id)
+	}
+}
+
 // get returns the current hold of key by owner, or nil.
 func (hs *holds) get(key, owner string) *hold {
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
-	return hs.m[holdKey(key, owner)]
+	return hs.m[holdID{key, owner}]
 }
 
 // finish removes the hold of key by owner and stops its watchdog; lost marks it lost first.
 func (hs *holds) finish(key, owner string, lost bool) {
+	id := holdID{key, owner}
 	hs.mu.Lock()
-	h := hs.m[holdKey(key, owner)]
-	delete(hs.m, holdKey(key, owner))
+	h := hs.m[id]
+	delete(hs.m, id)
 	hs.mu.Unlock()
 	if h == nil {
 		return
@@ -126,6 +137,7 @@ func (h *hold) leaseTimer(lease time.Duration) {
 // (the lock then expires within one lease), or when the Client closes. first is the delay to
 // the first renewal: zero when the lock was handed over with a shorter lease than it needs.
 func (c *Client) watch(h *hold, key string, lease, first time.Duration, renew renewFunc) {
+	h.stop = make(chan struct{}) // before the goroutine: end, later, sees it
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

@@ -22,45 +22,50 @@
 --          waits again and again: a handover to an earlier wait, reaching it late, must not
 --          pass for a handover to the current one.
 -- ARGV[7]  how long the grant counter outlives a grant, in milliseconds
--- Returns {hold count (>= 1), fencing token} when the caller holds the lock (the token is the
--- counter's value: no other grant can move it while the caller holds the lock), else {minus
--- the lock's remaining time to live in ms (<= -1), 0}.
+-- Returns {1, fencing token} when the caller holds the lock by a new grant or a handover (for
+-- a handover the token is the counter's value: no other grant can move it while the caller
+-- holds the lock); {hold count (>= 2), 0} on a re-entry, which keeps the token its caller got
+-- with the grant; else {minus the lock's remaining time to live in ms (<= -1), 0}.
 
 -- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
 -- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
--- above every token issued before.
+-- above every token issued before. INCR tells which: it answers 1 only for a counter that did
+-- not exist, since a live one counts from a clock value. (One INCR in the usual case, where an
+-- EXISTS before it would cost a call on every grant.)
 local function grant(key, ttl)
-  if redis.call('EXISTS', key) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
-  end
   local token = redis.call('INCR', key)
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])), 'PX', ttl)
+    return redis.call('INCR', key)
+  end
   redis.call('PEXPIRE', key, ttl)
   return token
 end
 
+-- clock returns the server's time in ms, read once per run.
+local now
 local function clock()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
+-- The queue, its deadlines and its leases hold the same waiters (every script adds and removes
+-- a waiter in all three, and gives them one expiry), so a queue exists only with its deadlines.
+local queued = redis.call('EXISTS', KEYS[3]) == 1
+if queued then
   for _, w in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', clock())) do
     redis.call('LREM', KEYS[2], 0, w)
     redis.call('ZREM', KEYS[3], w)
     redis.call('HDEL', KEYS[4], w)
   end
 end
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
-  local token = tonumber(redis.call('GET', KEYS[6]) or 0)
-  if ARGV[5] == '1' then
-    return {1, token}
-  end
-  local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {n, token}
-end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  local head = redis.call('LINDEX', KEYS[2], 0)
+-- PTTL answers -2 for a free lock, and the wait of a taken one: one call for both.
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then
+  local head = queued and redis.call('LINDEX', KEYS[2], 0)
   if (not head) or head == ARGV[1] then
     if head then
       redis.call('LPOP', KEYS[2])
@@ -77,18 +82,26 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   local lease, ticket = string.match(redis.call('HGET', KEYS[4], head) or '', '^(%d+)/(%d+)$')
   redis.call('HDEL', KEYS[4], head)
   redis.call('HSET', KEYS[1], head, 1)
-  redis.call('PEXPIRE', KEYS[1], lease or ARGV[2])
+  ttl = tonumber(lease or ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ttl)
   grant(KEYS[6], ARGV[7])
   -- Without its lease entry (expired) the waiter learns of it at its next refresh.
   if ticket then
     redis.call('PUBLISH', KEYS[5], head .. '/' .. ticket .. ' ')
   end
+elseif redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  if ARGV[5] == '1' then
+    return {1, tonumber(redis.call('GET', KEYS[6]) or 0)}
+  end
+  local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {n, 0}
 end
 if tonumber(ARGV[4]) > 0 then
-  if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+  -- ZADD counts the members it added: the caller joins the queue's end only if it was not in.
+  if redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[4]), ARGV[1]) == 1 then
     redis.call('RPUSH', KEYS[2], ARGV[1])
   end
-  redis.call('ZADD', KEYS[3], clock() + tonumber(ARGV[4]), ARGV[1])
   redis.call('HSET', KEYS[4], ARGV[1], ARGV[3] .. '/' .. ARGV[6])
   -- Every refresh pushes the queue's expiry past the latest deadline, so a queue whose
   -- waiters all died disappears on its own.
@@ -96,6 +109,5 @@ if tonumber(ARGV[4]) > 0 then
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
   redis.call('PEXPIRE', KEYS[4], ARGV[4])
 end
-local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 1 then ttl = 1 end
 return {-ttl, 0}

@@ -5,26 +5,31 @@
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  how long the grant counter outlives a grant, in milliseconds
--- Returns {hold count (>= 1), fencing token} when the caller now holds the lock: a new grant
--- increments the counter, a re-entry keeps the holder's token (the counter's value, which no
--- other grant can have moved while the caller held the lock). Else {minus the lock's
--- remaining time to live in milliseconds (<= -1), 0} when another owner holds it, so that the
--- caller knows how long it may have to wait if no release message reaches it.
+-- Returns {1, fencing token} when the caller now holds the lock by a new grant, which
+-- increments the counter; {hold count (>= 2), 0} on a re-entry, which keeps the token its
+-- caller got with the grant. Else {minus the lock's remaining time to live in milliseconds
+-- (<= -1), 0} when another owner holds it, so that the caller knows how long it may have to
+-- wait if no release message reaches it.
 
 -- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
 -- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
--- above every token issued before.
+-- above every token issued before. INCR tells which: it answers 1 only for a counter that did
+-- not exist, since a live one counts from a clock value. (One INCR in the usual case, where an
+-- EXISTS before it would cost a call on every grant.)
 local function grant(key, ttl)
-  if redis.call('EXISTS', key) == 0 then
-    local t = redis.call('TIME')
-    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])))
-  end
   local token = redis.call('INCR', key)
+  if token == 1 then
+    local t = redis.call('TIME')
+    redis.call('SET', key, t[1] .. string.format('%06d', tonumber(t[2])), 'PX', ttl)
+    return redis.call('INCR', key)
+  end
   redis.call('PEXPIRE', key, ttl)
   return token
 end
 
-if redis.call('EXISTS', KEYS[1]) == 0 then
+-- PTTL answers -2 for a free lock, and the wait of a taken one: one call for both.
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then
   redis.call('HSET', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return {1, grant(KEYS[2], ARGV[3])}
@@ -32,8 +37,7 @@ end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {n, tonumber(redis.call('GET', KEYS[2]) or 0)}
+  return {n, 0}
 end
-local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 1 then ttl = 1 end
 return {-ttl, 0}

@@ -8,12 +8,12 @@
 -- that was the last hold: the hash is deleted and " " .. process id (no new holder, released
 -- by the caller's process) is published on KEYS[2]. It wakes a waiter in every other
 -- subscribed process; the caller's own process wakes its waiter directly.
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then
+local n = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+if not n then
   return -1
 end
-local n = redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
-if n > 0 then
-  return n
+if n > 1 then
+  return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], ' ' .. ARGV[2])
