@@ -34,7 +34,7 @@
 #   TOXIPROXY              toxiproxy-server binary (default .tools/bin/toxiproxy-server; make chaos installs it)
 #   CHAOS_OUTAGE           seconds a store stays killed or frozen (default 10; short: 6)
 #   CHAOS_GOODPUT          overload: the goodput ÷ capacity it must reach (default 0.90, the goal;
-#                          short: 0.75, a tripwire: see docs/chaos.md, "The short run in CI")
+#                          short: 0.75, a tripwire: docs/chaos.md, "Short version")
 #   CHAOS_SENTINEL_PORTS   the Sentinel group: primary, replica, three sentinels
 #                          (default "27201 27202 27211 27212 27213")
 set -euo pipefail

@@ -89,10 +89,11 @@ up() {
 }
 
 # instance_cpu: user+system CPU of the running instances so far, in clock ticks. Read around a
-# load, it gives the instances' CPU per answer: in async mode it is printed for the closed-loop
-# points and for the open loop at 80% (an admission costs the instances less CPU the deeper
-# the queues it meets, which is why an open loop's latency rises well before the closed-loop
-# ceiling; docs/loadtest.md, Scaling).
+# load, it gives the instances' CPU per 2xx answer, printed for every closed-loop point and for
+# the open loop at 80% (an admission costs the instances less CPU the deeper the queues it
+# meets, which is why an open loop's latency rises well before the closed-loop ceiling;
+# docs/loadtest.md, Scaling). The 503s nginx's gate sheds never reach an instance, so they are
+# not counted in.
 instance_cpu() {
 	local t=0 f p
 	for f in "$RUN"/seckill-*.pid; do
@@ -118,8 +119,8 @@ point() {
 	json=$(sed -n 's/^wrk-json //p' "$f")
 	[[ -n $json ]] || { cat "$f" >&2; echo "scaling: no figures from wrk" >&2; exit 1; }
 	read -r ok p99 non2xx errors requests < <(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.1f %.2f %d %d %d" % ((j["requests"]-j["non2xx"])/j["seconds"], j["p99ms"], j["non2xx"], j["errors"], j["requests"]))' "$json")
-	cpu=$(awk -v t=$(($(instance_cpu) - cpu0)) -v hz="$HZ" -v n="$requests" 'BEGIN { printf "%.0f", n ? 1e6 * t / hz / n : 0 }')
-	printf '%-11s %-7s %2d inst %4d conns: %9.1f 2xx/s  p99 %8.2f ms  non-2xx %d  socket errors %d  instances %s µs CPU/answer\n' "$sweep" "$mode" "$n" "$c" "$ok" "$p99" "$non2xx" "$errors" "$cpu" | tee -a "$OUT/points.txt"
+	cpu=$(awk -v t=$(($(instance_cpu) - cpu0)) -v hz="$HZ" -v n=$((requests - non2xx)) 'BEGIN { printf "%.0f", n ? 1e6 * t / hz / n : 0 }')
+	printf '%-11s %-7s %2d inst %4d conns: %9.1f 2xx/s  p99 %8.2f ms  non-2xx %d  socket errors %d  instances %s µs CPU/2xx\n' "$sweep" "$mode" "$n" "$c" "$ok" "$p99" "$non2xx" "$errors" "$cpu" | tee -a "$OUT/points.txt"
 	# Below the admission limit every answer must be 2xx; past it, 503 overloaded is the service
 	# shedding as designed and counts against the 2xx/s. The limit: in sync mode nginx's order
 	# gate, as scripts/cluster.sh wrote it; in async mode the instances' bound on admissions
@@ -195,7 +196,7 @@ if [[ -n $async_ceiling ]]; then
 		p99_80=void
 	fi
 	awk -v t=$(($(instance_cpu) - cpu0)) -v hz="$HZ" -v n=$((rate80 * DURATION)) \
-		'BEGIN { printf "instances %.0f µs CPU/answer in the open loop\n", 1e6 * t / hz / n }' >>"$OUT/rate80.txt"
+		'BEGIN { printf "instances %.0f µs CPU/2xx in the open loop\n", 1e6 * t / hz / n }' >>"$OUT/rate80.txt"
 	cat "$OUT/rate80.txt"
 	bin/harness drain -dsn "$LOADTEST_DSN" -redis "$REDIS_ADDR" -voucher "$voucher" -timeout 5m | tee -a "$OUT/rate80.txt"
 
