@@ -35,6 +35,8 @@
 #   CHAOS_OUTAGE           seconds a store stays killed or frozen (default 10; short: 6)
 #   CHAOS_GOODPUT          overload: the goodput ÷ capacity it must reach (default 0.90, the goal;
 #                          short: 0.75, a tripwire: docs/chaos.md, "Short version")
+#   CHAOS_SHED_P99         overload: the p99 the 503 overloaded answers must stay within
+#                          (default 50ms, the goal; short: 100ms, a tripwire, same section)
 #   CHAOS_SENTINEL_PORTS   the Sentinel group: primary, replica, three sentinels
 #                          (default "27201 27202 27211 27212 27213")
 set -euo pipefail
@@ -65,10 +67,12 @@ export SERVICES_RUN_DIR=$RUN/services SERVICES_SENTINEL_PORTS=$SENTINEL_PORTS
 if [[ $SHORT == 1 ]]; then
 	OUTAGE=${CHAOS_OUTAGE:-6}
 	GOODPUT=${CHAOS_GOODPUT:-0.75}
+	SHED_P99=${CHAOS_SHED_P99:-100ms}
 	EXPERIMENTS=${CHAOS_EXPERIMENTS:-overload kill-instance redis-kill mariadb-freeze redis-latency}
 else
 	OUTAGE=${CHAOS_OUTAGE:-10}
 	GOODPUT=${CHAOS_GOODPUT:-0.90}
+	SHED_P99=${CHAOS_SHED_P99:-50ms}
 	EXPERIMENTS=${CHAOS_EXPERIMENTS:-overload kill-instance redis-kill mariadb-kill mariadb-freeze redis-latency sentinel}
 fi
 
@@ -254,7 +258,7 @@ exp_overload() {
 	log "overload: capacity again, closed loop, 64 users at a time for ${cap_dur}s"
 	load capacity-after -mode closed -workers 64 -duration "${cap_dur}s" -retry=false
 	wait_load capacity-after
-	NGINX_LOG=$RUN/overload/nginx-access.log check overload -capacity-dir "$RUN/capacity,$RUN/capacity-after" -goodput "$GOODPUT"
+	NGINX_LOG=$RUN/overload/nginx-access.log check overload -capacity-dir "$RUN/capacity,$RUN/capacity-after" -goodput "$GOODPUT" -overload-p99 "$SHED_P99"
 }
 
 exp_kill_instance() {
