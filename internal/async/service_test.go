@@ -147,6 +147,48 @@ func TestWriteStorm(t *testing.T) {
 	}
 }
 
+// TestLargeBatchAcknowledged: a batch larger than what the acknowledgement script hands one
+// command (it takes the ids in chunks) is acknowledged and forgotten whole: nothing stays in
+// the stream, pending in the group or in the orders hash.
+func TestLargeBatchAcknowledged(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			const n = 1234 // over two chunks of the script's 500
+			f := newFixture(t, s, async.Config{Batch: n})
+			vid := f.voucher(n)
+			ids := f.place(vid, 1, n) // all in the stream before a writer reads: one batch
+			var batches []int
+			var mu sync.Mutex
+			f.writer("one", func(w *async.Writer) {
+				async.SetBeforeAck(w, func(_ int64, es []async.Entry) bool {
+					mu.Lock()
+					batches = append(batches, len(es))
+					mu.Unlock()
+					return true
+				})
+			})
+			f.eventually("every order written", func() bool { return len(f.rows(vid)) == n })
+			_, _, orders, stream, _ := async.KeysOf(vid)
+			ctx := context.Background()
+			f.eventually("the stream emptied", func() bool {
+				l, err := f.rdb.XLen(ctx, stream).Result()
+				return err == nil && l == 0
+			})
+			mu.Lock()
+			assert.Equal(t, []int{n}, batches, "one batch of every order")
+			mu.Unlock()
+			p, err := f.rdb.XPending(ctx, stream, async.DefaultGroup).Result()
+			require.NoError(t, err)
+			assert.Zero(t, p.Count, "nothing left pending in the group")
+			left, err := f.rdb.HLen(ctx, orders).Result()
+			require.NoError(t, err)
+			assert.Zero(t, left, "no order left pending in the orders hash")
+			assert.Equal(t, ids, f.rows(vid))
+			assert.Zero(t, f.book(vid).Drift())
+		})
+	}
+}
+
 // TestRedeliveryIdempotent: a writer commits and dies before its acknowledgement; another
 // writer claims the entries and finds them written: acknowledged, no second row, no second
 // stock decrement.
