@@ -148,7 +148,8 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	}
 	lctx, cancel := context.WithTimeout(ctx, LockConnectTimeout)
 	guard, err := kind.New(LockEnv{Ctx: lctx, Log: log, Redis: rdb, RedisPool: cfg.RedisPool, DB: sqlDB,
-		Dialect: db.Dialect, Process: inst.Process, OrderTimeout: cfg.Order.EffectiveTimeout(), Stores: st})
+		Dialect: db.Dialect, Process: inst.Process, OrderTimeout: cfg.Order.EffectiveTimeout(), Stores: st,
+		Fencing: cfg.Order.Fencing})
 	cancel()
 	if err != nil {
 		_ = inst.Close()

@@ -119,7 +119,8 @@ func pingQuorum(ctx context.Context, nodes []*redis.Client, addrs []string) erro
 // newZooKeeperGuard opens the instance's ZooKeeper session, waiting for it within env.Ctx.
 func newZooKeeperGuard(env LockEnv) (Guard, error) {
 	addrs := env.Stores.ZooKeeperAddrs()
-	zc, err := lock.NewZooKeeperClient(env.Ctx, addrs, lock.ZooKeeperOptions{Process: env.Process, Logger: env.Log})
+	zc, err := lock.NewZooKeeperClient(env.Ctx, addrs, lock.ZooKeeperOptions{Process: env.Process, Logger: env.Log,
+		NoTokens: !env.Fencing})
 	if err != nil {
 		return Guard{}, &LockBackendError{Kind: "zookeeper", Addrs: addrs, Err: err}
 	}

@@ -38,6 +38,9 @@ type LockEnv struct {
 	OrderTimeout time.Duration
 	// Stores are the servers the instances share: RedLockAddrs, ZooKeeperAddrs.
 	Stores *Stores
+	// Fencing is whether the orders are fenced with the locks' tokens: a guard whose tokens
+	// cost a request of their own (ZooKeeper's czxid) reads them only then.
+	Fencing bool
 }
 
 // Guard is one instance's per-user guard.

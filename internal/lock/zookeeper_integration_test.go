@@ -502,3 +502,29 @@ func zkExpire(t *testing.T, addr string, id int64, passwd []byte) {
 	r = reply()
 	require.Equal(t, strconv.Itoa(0), strconv.Itoa(int(int32(binary.BigEndian.Uint32(r[12:16])))), "closeSession failed")
 }
+
+// TestZooKeeperNoTokens: with ZooKeeperOptions.NoTokens the lock still excludes, and no node's
+// czxid is read (Token stays 0, which it is only when the read was skipped).
+func TestZooKeeperNoTokens(t *testing.T) {
+	root := zkTestRoot(t)
+	connect := func() *ZooKeeperClient {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := NewZooKeeperClient(ctx, []string{zkTestAddr()},
+			ZooKeeperOptions{SessionTimeout: zkTestSessionTimeout, Root: root, NoTokens: true})
+		require.NoError(t, err, "run `scripts/services.sh up zookeeper`")
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	a := NewZooKeeperLocks(connect()).ZooKeeperLock("no-tokens")
+	b := NewZooKeeperLocks(connect()).ZooKeeperLock("no-tokens")
+	zkTake(t, a)
+	assert.Zero(t, a.Token(), "no token read")
+	ok, err := b.TryLock(context.Background(), time.Second)
+	require.NoError(t, err)
+	assert.False(t, ok, "held by a: b must not get it")
+	require.NoError(t, a.Unlock(context.Background()))
+	zkTake(t, b)
+	assert.Zero(t, b.Token())
+	require.NoError(t, b.Unlock(context.Background()))
+}

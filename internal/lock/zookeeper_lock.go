@@ -120,7 +120,8 @@ func (l *ZooKeeperLock) Lost() <-chan struct{} {
 // the lock goes to its nodes in the order they were created, so every grant of the name gets
 // a larger token than the one before. The node's sequence number would not do: it restarts
 // when the parent node is deleted (it is a container, removed once empty) and created
-// again. Token returns 0 when the goroutine does not hold the lock.
+// again. Token returns 0 when the goroutine does not hold the lock, and always with
+// ZooKeeperOptions.NoTokens.
 func (l *ZooKeeperLock) Token() int64 {
 	_, token := l.c.sess.hold(holdKey(l.parent, owner(l.c.process)))
 	return token
@@ -252,10 +253,11 @@ func (c *ZooKeeperClient) queue(ctx context.Context, n *zkNode, once bool, deadl
 }
 
 // look returns the lock nodes under n's parent, lowest first. The first time, it also reads
-// n's czxid, in parallel: both requests go out on the connection together.
+// n's czxid (unless the client hands out no tokens), in parallel: both requests go out on the
+// connection together.
 func (c *ZooKeeperClient) look(ctx context.Context, n *zkNode) ([]string, error) {
 	var stat <-chan zkResult[*zk.Stat]
-	if n.czxid == 0 {
+	if c.tokens && n.czxid == 0 {
 		stat = zkStart(c, func() (*zk.Stat, error) {
 			ok, st, err := c.conn.Exists(n.path)
 			if err == nil && !ok {

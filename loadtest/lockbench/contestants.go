@@ -111,7 +111,9 @@ func allContestants() []contestant {
 		{name: "bare GET_LOCK (harness, no library)", family: famMySQL, peer: true,
 			reentrant: "per session", fencing: "no", setup: bareGetLock},
 		{name: "ZooKeeperLock (ours, Curator-style)", family: famZK, peers: []string{"go-zookeeper/zk"},
-			reentrant: "yes (count per goroutine)", fencing: "yes (czxid)", setup: zooKeeper},
+			reentrant: "yes (count per goroutine)", fencing: "yes (czxid)", setup: zooKeeper(false)},
+		{name: "ZooKeeperLock (ours, NoTokens: as SECKILL_FENCING=off runs it)", family: famZK, peers: []string{"go-zookeeper/zk"},
+			reentrant: "yes (count per goroutine)", fencing: "no (the czxid not read: a request fewer)", setup: zooKeeper(true)},
 		{name: "go-zookeeper/zk v1.0.4 zk.Lock", family: famZK, peer: true,
 			reentrant: "no (ErrDeadlock)", fencing: "no (the node's sequence is unexported)", setup: zkPeer},
 		{name: "etcd concurrency.Mutex v3.5.21 (no etcd lock of ours)", family: famEtcd, peer: true,
@@ -361,15 +363,20 @@ func bareGetLock(_ context.Context, e *env) (*instance, error) {
 	}, close: func() { _ = db.Close() }}, nil
 }
 
-func zooKeeper(ctx context.Context, e *env) (*instance, error) {
-	zc, err := lock.NewZooKeeperClient(ctx, e.zkAddrs, lock.ZooKeeperOptions{SessionTimeout: e.zkSession, Root: e.zkRoot + "/ours"})
-	if err != nil {
-		return nil, err
+// zooKeeper runs our ZooKeeperLock; noTokens skips reading each node's czxid (its fencing
+// token), one request of four per acquisition and release.
+func zooKeeper(noTokens bool) func(ctx context.Context, e *env) (*instance, error) {
+	return func(ctx context.Context, e *env) (*instance, error) {
+		zc, err := lock.NewZooKeeperClient(ctx, e.zkAddrs, lock.ZooKeeperOptions{SessionTimeout: e.zkSession,
+			Root: e.zkRoot + "/ours", NoTokens: noTokens})
+		if err != nil {
+			return nil, err
+		}
+		locks := lock.NewZooKeeperLocks(zc)
+		return &instance{acquire: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			return acquireWait(ctx, locks.ZooKeeperLock(key), 0)
+		}, close: func() { _ = zc.Close() }}, nil
 	}
-	locks := lock.NewZooKeeperLocks(zc)
-	return &instance{acquire: func(ctx context.Context, key string) (func(context.Context) error, error) {
-		return acquireWait(ctx, locks.ZooKeeperLock(key), 0)
-	}, close: func() { _ = zc.Close() }}, nil
 }
 
 // zkPeer runs go-zookeeper's own zk.Lock: a new Lock per acquisition (it is not
