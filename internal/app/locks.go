@@ -39,7 +39,7 @@ type LockEnv struct {
 	// Stores are the servers the instances share: RedLockAddrs, ZooKeeperAddrs.
 	Stores *Stores
 	// Fencing is whether the orders are fenced with the locks' tokens: a guard whose tokens
-	// cost a request of their own (ZooKeeper's czxid) reads them only then.
+	// cost work of their own (ZooKeeper's SetData of the lock's parent node) does it only then.
 	Fencing bool
 }
 

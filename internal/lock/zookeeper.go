@@ -40,10 +40,10 @@ type ZooKeeperOptions struct {
 	Root string
 	// Logger receives go-zookeeper's messages (connections made and lost); nil discards them.
 	Logger *slog.Logger
-	// NoTokens skips reading each new node's czxid, the fencing token: Token then returns 0,
-	// and an uncontended acquisition and release cost the server three requests (create,
-	// children, delete) instead of four. For callers that never fence; go-zookeeper's cannot
-	// return the czxid with the create (it has no create2), so a token costs a request.
+	// NoTokens creates lock nodes with a plain create instead of a multi of the create and a
+	// SetData of the parent, whose reply carries the new node's czxid, the fencing token
+	// (go-zookeeper has no create2, which would return it): Token then returns 0. For callers
+	// that never fence; it spares the parent a write per acquisition.
 	NoTokens bool
 }
 

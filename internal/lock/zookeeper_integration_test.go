@@ -503,8 +503,8 @@ func zkExpire(t *testing.T, addr string, id int64, passwd []byte) {
 	require.Equal(t, strconv.Itoa(0), strconv.Itoa(int(int32(binary.BigEndian.Uint32(r[12:16])))), "closeSession failed")
 }
 
-// TestZooKeeperNoTokens: with ZooKeeperOptions.NoTokens the lock still excludes, and no node's
-// czxid is read (Token stays 0, which it is only when the read was skipped).
+// TestZooKeeperNoTokens: with ZooKeeperOptions.NoTokens the lock still excludes, and hands
+// out no token (Token stays 0, which it is only when the czxid was not learnt).
 func TestZooKeeperNoTokens(t *testing.T) {
 	root := zkTestRoot(t)
 	connect := func() *ZooKeeperClient {
@@ -527,4 +527,71 @@ func TestZooKeeperNoTokens(t *testing.T) {
 	zkTake(t, b)
 	assert.Zero(t, b.Token())
 	require.NoError(t, b.Unlock(context.Background()))
+}
+
+// TestZooKeeperTokenIsCzxid: the token a grant learns from its create's multi (the parent's
+// mzxid after the SetData beside the create) is its node's czxid, for a first grant, for one
+// after the parent was gone, and for a grant that queued behind another holder.
+func TestZooKeeperTokenIsCzxid(t *testing.T) {
+	root := zkTestRoot(t)
+	queued := make(chan struct{})
+	var once sync.Once
+	c := newZKTestClient(t, root, zkHooks{watching: func(string, string) { once.Do(func() { close(queued) }) }})
+	l := NewZooKeeperLocks(c).ZooKeeperLock("czxid")
+	// czxid reads the czxid of the one node under the lock's parent.
+	czxid := func() (int64, error) {
+		children, _, err := c.conn.Children(l.Path())
+		if err != nil {
+			return 0, err
+		}
+		if len(children) != 1 {
+			return 0, fmt.Errorf("want one node, got %v", children)
+		}
+		_, st, err := c.conn.Get(l.Path() + "/" + children[0])
+		if err != nil {
+			return 0, err
+		}
+		return st.Czxid, nil
+	}
+	for range 2 { // the second time the parent is new: deleted after the first release
+		zkTake(t, l)
+		want, err := czxid()
+		require.NoError(t, err)
+		assert.Equal(t, want, l.Token())
+		require.NoError(t, l.Unlock(context.Background()))
+		require.NoError(t, c.conn.Delete(l.Path(), -1))
+	}
+
+	holder := NewZooKeeperLocks(newZKTestClient(t, root, zkHooks{})).ZooKeeperLock("czxid")
+	zkTake(t, holder)
+	type grant struct{ token, czxid int64 }
+	got := make(chan grant, 1)
+	errs := make(chan error, 1)
+	go func() {
+		if err := l.Lock(context.Background()); err != nil {
+			errs <- err
+			return
+		}
+		want, err := czxid() // the holder's node is gone: only the waiter's is left
+		if err != nil {
+			errs <- err
+		} else {
+			got <- grant{l.Token(), want}
+		}
+		_ = l.Unlock(context.Background())
+	}()
+	select {
+	case <-queued:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never watched its predecessor")
+	}
+	require.NoError(t, holder.Unlock(context.Background()))
+	select {
+	case g := <-got:
+		assert.Equal(t, g.czxid, g.token)
+	case err := <-errs:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter never got the lock")
+	}
 }

@@ -252,9 +252,9 @@ func (c *ZooKeeperClient) queue(ctx context.Context, n *zkNode, once bool, deadl
 	}
 }
 
-// look returns the lock nodes under n's parent, lowest first. The first time, it also reads
-// n's czxid (unless the client hands out no tokens), in parallel: both requests go out on the
-// connection together.
+// look returns the lock nodes under n's parent, lowest first. When the client hands out
+// tokens and n's czxid is not known yet (its create's reply was lost and n was found again by
+// its GUID), it also reads it, in parallel: both requests go out on the connection together.
 func (c *ZooKeeperClient) look(ctx context.Context, n *zkNode) ([]string, error) {
 	var stat <-chan zkResult[*zk.Stat]
 	if c.tokens && n.czxid == 0 {

@@ -108,19 +108,19 @@ func (c *ZooKeeperClient) create(ctx context.Context, parent string, data []byte
 	prefix := parent + "/" + zkProtectedPrefix + n.guid + zkLockName
 	var err error
 	for range zkCreateAttempts {
-		ch := zkStart(c, func() (string, error) {
-			p, err := c.conn.Create(prefix, data, zk.FlagEphemeralSequential, c.acl)
+		ch := zkStart(c, func() (zkCreated, error) {
+			r, err := c.createNode(parent, prefix, data)
 			if c.hooks.created != nil {
-				p, err = c.hooks.created(p, err)
+				r.path, err = c.hooks.created(r.path, err)
 			}
-			return p, err
+			return r, err
 		})
-		var p string
+		var r zkCreated
 		var answered bool
-		p, answered, err = zkAwait(ctx, c, ch)
+		r, answered, err = zkAwait(ctx, c, ch)
 		switch {
 		case err == nil:
-			n.path = p
+			n.path, n.czxid = r.path, r.czxid
 			return n, nil
 		case !answered:
 			c.removeCreated(ch, n)
@@ -145,6 +145,34 @@ func (c *ZooKeeperClient) create(ctx context.Context, parent string, data []byte
 		}
 	}
 	return nil, err
+}
+
+// zkCreated is what the create of a lock node returned: its path and, when the client hands
+// out tokens, its czxid.
+type zkCreated struct {
+	path  string
+	czxid int64
+}
+
+// createNode creates one ephemeral sequential node at prefix. With tokens, the create goes in
+// one multi with a SetData of the parent: a multi is one transaction, so the parent's new mzxid
+// is the zxid that created the node, its czxid, the fencing token, learnt without a request of
+// its own (go-zookeeper has no create2, which would return the node's stat). Nothing watches a
+// parent's data, so the SetData wakes no one.
+func (c *ZooKeeperClient) createNode(parent, prefix string, data []byte) (zkCreated, error) {
+	if !c.tokens {
+		p, err := c.conn.Create(prefix, data, zk.FlagEphemeralSequential, c.acl)
+		return zkCreated{path: p}, err
+	}
+	res, err := c.conn.Multi(&zk.CreateRequest{Path: prefix, Data: data, Acl: c.acl, Flags: zk.FlagEphemeralSequential},
+		&zk.SetDataRequest{Path: parent, Version: -1})
+	if err != nil {
+		return zkCreated{}, err
+	}
+	if len(res) != 2 || res[0].String == "" || res[1].Stat == nil {
+		return zkCreated{}, fmt.Errorf("zookeeper: create %s: unexpected multi reply %+v", prefix, res)
+	}
+	return zkCreated{path: res[0].String, czxid: res[1].Stat.Mzxid}, nil
 }
 
 // findOwn looks among parent's children for the node whose name carries n's GUID, and sets
@@ -209,16 +237,16 @@ func (c *ZooKeeperClient) remove(ctx context.Context, n *zkNode) (gone bool, err
 
 // removeCreated waits, in the background, for a create the caller stopped waiting for, and
 // deletes the node it made.
-func (c *ZooKeeperClient) removeCreated(ch <-chan zkResult[string], n *zkNode) {
+func (c *ZooKeeperClient) removeCreated(ch <-chan zkResult[zkCreated], n *zkNode) {
 	c.spawn(func() {
-		var r zkResult[string]
+		var r zkResult[zkCreated]
 		select {
 		case r = <-ch:
 		case <-c.done:
 			return
 		}
 		if r.err == nil {
-			n.path = r.v
+			n.path = r.v.path
 		} else if !zkMaybeDone(r.err) {
 			return
 		}

@@ -113,7 +113,7 @@ func allContestants() []contestant {
 		{name: "ZooKeeperLock (ours, Curator-style)", family: famZK, peers: []string{"go-zookeeper/zk"},
 			reentrant: "yes (count per goroutine)", fencing: "yes (czxid)", setup: zooKeeper(false)},
 		{name: "ZooKeeperLock (ours, NoTokens: as SECKILL_FENCING=off runs it)", family: famZK, peers: []string{"go-zookeeper/zk"},
-			reentrant: "yes (count per goroutine)", fencing: "no (the czxid not read: a request fewer)", setup: zooKeeper(true)},
+			reentrant: "yes (count per goroutine)", fencing: "no (a plain create, no SetData of the parent)", setup: zooKeeper(true)},
 		{name: "go-zookeeper/zk v1.0.4 zk.Lock", family: famZK, peer: true,
 			reentrant: "no (ErrDeadlock)", fencing: "no (the node's sequence is unexported)", setup: zkPeer},
 		{name: "etcd concurrency.Mutex v3.5.21 (no etcd lock of ours)", family: famEtcd, peer: true,
@@ -363,8 +363,8 @@ func bareGetLock(_ context.Context, e *env) (*instance, error) {
 	}, close: func() { _ = db.Close() }}, nil
 }
 
-// zooKeeper runs our ZooKeeperLock; noTokens skips reading each node's czxid (its fencing
-// token), one request of four per acquisition and release.
+// zooKeeper runs our ZooKeeperLock; noTokens creates its nodes without the SetData of the
+// parent that brings each node's czxid (its fencing token).
 func zooKeeper(noTokens bool) func(ctx context.Context, e *env) (*instance, error) {
 	return func(ctx context.Context, e *env) (*instance, error) {
 		zc, err := lock.NewZooKeeperClient(ctx, e.zkAddrs, lock.ZooKeeperOptions{SessionTimeout: e.zkSession,
