@@ -244,9 +244,9 @@ exp_overload() {
 	[[ $SHORT == 1 ]] && cap_dur=6 dur=10
 	# MariaDB was started for this run: its first closed loop meets cold caches and empty
 	# tables, so the full run warms up (figures nobody reads) before the capacity it judges
-	# the goodput against. The short run does not: its 10 s open loop at 3 x a warm capacity
-	# is mostly the load's first second, when the harness opens its connections (docs/chaos.md,
-	# "Short version"), and its goodput and shed p99 are tripwires, not the goal.
+	# the goodput against. The short run does not: in its 10 s open loop at 3 x a warm capacity
+	# the load's first second weighs a tenth (docs/chaos.md, "Short version"), and its goodput
+	# and shed p99 are tripwires, not the goal.
 	if [[ $SHORT != 1 ]]; then
 		log "overload: warm-up, closed loop, 64 users at a time for 3s (not measured)"
 		load warmup -mode closed -workers 64 -duration 3s -retry=false
