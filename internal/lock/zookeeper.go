@@ -56,7 +56,7 @@ type ZooKeeperClient struct {
 	process string
 	root    string
 	timeout time.Duration
-	tokens  bool // read each node's czxid (ZooKeeperOptions.NoTokens)
+	tokens  bool // learn each node's czxid, its fencing token (not ZooKeeperOptions.NoTokens)
 	acl     []zk.ACL
 	sess    *zkSession
 
