@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ var settings = []envFlag{
 		"empty: " + strings.Join(app.DefaultRedLockAddrs, ",") + " (scripts/services.sh), or five embedded Redis servers with the embedded stores"},
 	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
 	{"SECKILL_ORDER_MODE", "order-mode", "sync", "sync: each order one database transaction (201); async: admitted in Redis (202 pending), written by the stream writer"},
-	{"SECKILL_STREAM_BATCH", "stream-batch", strconv.Itoa(async.DefaultBatch), "async: most orders the writer commits in one transaction"},
+	{"SECKILL_STREAM_BATCH", "stream-batch", strconv.Itoa(async.DefaultBatch), "async: most orders the writer commits in one transaction (1 to 5000)"},
 	{"SECKILL_STREAM_LINGER", "stream-linger", async.DefaultLinger.String(), "async: how long the writer waits for a batch to fill"},
 	{"SECKILL_STREAM_CLAIM_IDLE", "stream-claim-idle", async.DefaultClaimIdle.String(), "async: idle time after which another instance's unacknowledged orders are claimed (XAUTOCLAIM)"},
 	{"SECKILL_STREAM_MAX_ATTEMPTS", "stream-max-attempts", strconv.Itoa(async.DefaultMaxAttempts), "async: refusals by the database before an order is dead-lettered and its reservation released"},
@@ -168,8 +169,12 @@ func (c *config) parseAsync(vals map[string]*string) error {
 	for _, n := range []struct {
 		env string
 		dst *int
-	}{{"SECKILL_STREAM_BATCH", &c.stream.Batch}, {"SECKILL_STREAM_MAX_ATTEMPTS", &c.stream.MaxAttempts}} {
-		if *n.dst, err = strconv.Atoi(*vals[n.env]); err != nil || *n.dst < 1 {
+		max int
+	}{{"SECKILL_STREAM_BATCH", &c.stream.Batch, async.MaxBatch}, {"SECKILL_STREAM_MAX_ATTEMPTS", &c.stream.MaxAttempts, math.MaxInt}} {
+		if *n.dst, err = strconv.Atoi(*vals[n.env]); err != nil || *n.dst < 1 || *n.dst > n.max {
+			if n.max < math.MaxInt {
+				return fmt.Errorf("%s=%q: want a number from 1 to %d", n.env, *vals[n.env], n.max)
+			}
 			return fmt.Errorf("%s=%q: want a number, 1 or more", n.env, *vals[n.env])
 		}
 	}

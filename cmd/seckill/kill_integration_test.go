@@ -79,7 +79,7 @@ func TestAsyncInstanceKilled(t *testing.T) {
 	}
 	require.NoError(t, run(ctx, []string{"seckill", "migrate"}, func(k string) string { return env[k] }, io.Discard, io.Discard))
 
-	victim := startChild(t, withEnv(env, "SECKILL_STREAM_BATCH", "10000", "SECKILL_STREAM_LINGER", "1m"))
+	victim := startChild(t, withEnv(env, "SECKILL_STREAM_BATCH", "5000", "SECKILL_STREAM_LINGER", "1m"))
 	vid := mustCreateVoucher(t, victim.base, killStock)
 	accepted := newAcceptedOrders()
 	accepted.place(t, []string{victim.base}, vid, 1, killUsersBefore)

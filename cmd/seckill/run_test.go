@@ -422,6 +422,9 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_LOCK": "zk"}, "SECKILL_LOCK"},
 		{[]string{"seckill", "serve", "-lock-ttl", "0s"}, nil, "SECKILL_LOCK_TTL"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ORDER_DELAY": "soon"}, "SECKILL_ORDER_DELAY"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_STREAM_BATCH": "5001"}, `SECKILL_STREAM_BATCH="5001": want a number from 1 to 5000`},
+		{[]string{"seckill", "serve", "-stream-batch", "0"}, nil, "SECKILL_STREAM_BATCH"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_STREAM_MAX_ATTEMPTS": "0"}, `SECKILL_STREAM_MAX_ATTEMPTS="0": want a number, 1 or more`},
 		{[]string{"seckill", "migrate"}, nil, "SECKILL_MYSQL_DSN"},
 		// Half embedded: one store set and not the other, whichever it is, and by flag too.
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, "SECKILL_REDIS_ADDR is not set (nor SECKILL_REDIS_SENTINEL) but SECKILL_MYSQL_DSN is"},

@@ -19,6 +19,12 @@ const (
 	DefaultTimeout     = 2 * time.Second
 )
 
+// MaxBatch bounds Config.Batch. A batch is one INSERT of six arguments per order and one read
+// of two per order: 5,000 keeps that within SQLite's 32,766 bound arguments per statement and
+// far within MySQL's default max_allowed_packet, where a larger batch would fail every write
+// until its orders were dead-lettered.
+const MaxBatch = 5000
+
 // DefaultMaxInflight is the default bound on an instance's admissions in progress. An
 // admission holds no database connection and takes about a millisecond, so the bound is not
 // what limits throughput (1,024 at a time is hundreds of thousands a second); it bounds the
@@ -33,7 +39,7 @@ type Config struct {
 	// (two writers under one name would take each other's pending entries for their own).
 	// Empty: hostname-pid-random.
 	Consumer string
-	// Batch is the most orders one database transaction writes.
+	// Batch is the most orders one database transaction writes, at most MaxBatch.
 	Batch int
 	// Linger is how long the writer waits for a batch to fill once it has fewer than Batch.
 	Linger time.Duration
@@ -67,6 +73,7 @@ func (c Config) withDefaults() Config {
 	if c.Batch <= 0 {
 		c.Batch = DefaultBatch
 	}
+	c.Batch = min(c.Batch, MaxBatch)
 	if c.Linger < 0 {
 		c.Linger = 0
 	} else if c.Linger == 0 {
