@@ -254,6 +254,15 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 		else if (p != "") printf "  admission p99 at 80%% of the ceiling  %.2f ms  (goal <= 20 ms)  %s\n", p, p <= 20 ? "met" : "NOT met"
 	}'
 	if [[ -s $OUT/memory.csv ]]; then
-		awk -F, 'NR == 2 { next } NR == 8 { r1 = $2 + $3; h1 = $4 + $5 } END { printf "  instance memory over the sale: RSS %.1f MB at 60 s, %.1f MB at %d s; heap in use %.1f MB, %.1f MB (two instances summed)\n", r1, $2 + $3, $1, h1, $4 + $5 }' "$OUT/memory.csv"
+		# The first sample, the one at 60 s (after the warm-up's growth) when the sale lasts longer,
+		# and the last.
+		awk -F, 'NR == 1 { next } NR == 2 { r0 = $2 + $3; h0 = $4 + $5 } $1 == 60 && NR > 2 { r1 = $2 + $3; h1 = $4 + $5; m = 1 }
+			END {
+				printf "  instance memory over the sale (two instances summed): RSS %.1f MB at 0 s", r0
+				if (m && $1 > 60) printf ", %.1f MB at 60 s", r1
+				printf ", %.1f MB at %d s; heap in use %.1f MB", $2 + $3, $1, h0
+				if (m && $1 > 60) printf ", %.1f MB", h1
+				printf ", %.1f MB\n", $4 + $5
+			}' "$OUT/memory.csv"
 	fi
 } | tee "$OUT/summary.txt"
