@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# services.sh — the extra servers the RedLock and ZooKeeper locks need, for development, the
-# tests and the load test: five independent redis-server processes on 127.0.0.1:7001-7005
-# (RedLock's nodes: no persistence, no replication, nothing shared) and one ZooKeeper on
-# 127.0.0.1:2181. Each server is its own process with its own directory and pidfile under
+# services.sh — the extra servers the RedLock, ZooKeeper and etcd locks need, for development,
+# the tests and the load test: five independent redis-server processes on 127.0.0.1:7001-7005
+# (RedLock's nodes: no persistence, no replication, nothing shared), one ZooKeeper on
+# 127.0.0.1:2181 and one etcd on 127.0.0.1:2379 (its peer port 2380). Each server is its own process with its own directory and pidfile under
 # the state directory, so a test or a person can stop one and start it again:
 #
 #   scripts/services.sh up [NAME...]      start what is not running (all by default), wait until
@@ -14,15 +14,15 @@
 #                                         primary, wait for the sentinels to switch to the replica,
 #                                         restart the killed server (it rejoins as the replica)
 #
-# NAME is redis-7001 ... redis-7005 or zookeeper (what `up` with no NAME starts), or the group
+# NAME is redis-7001 ... redis-7005, zookeeper or etcd (what `up` with no NAME starts), or the group
 # `sentinel` (only when named): Redis with Sentinel for SECKILL_REDIS_SENTINEL — a primary
 # (redis-7101), its replica (redis-7102) and three sentinels (sentinel-27101 ... -27103,
 # quorum 2) watching it as master "seckill"; its members can be named one by one too. The
 # sentinels fail over fast, for tests: the primary is down after 1 s without an answer
 # (down-after-milliseconds 1000), a stalled failover is given up after 3 s (failover-timeout).
 # A member (re)started while the sentinels know a primary joins it as its replica.
-# Debian's redis-server and zookeeper packages (ZooKeeper 3.8 and the JRE it pulls) are
-# installed when absent. The sentinels are redis-server in sentinel mode, the binary Debian's
+# Debian's redis-server, zookeeper (ZooKeeper 3.8 and the JRE it pulls) and etcd-server (etcd
+# 3.4) packages are installed when absent. The sentinels are redis-server in sentinel mode, the binary Debian's
 # redis-sentinel package links to: that package would also start a system sentinel watching
 # 127.0.0.1:6379.
 #
@@ -41,9 +41,10 @@ WAIT=${SERVICES_WAIT:-60}
 REDIS_PORTS=(7001 7002 7003 7004 7005)
 ZK_PORT=2181
 ZK_JAR=/usr/share/java/zookeeper.jar
+ETCD_PORT=2379
 ALL=()
 for p in "${REDIS_PORTS[@]}"; do ALL+=("redis-$p"); done
-ALL+=(zookeeper)
+ALL+=(zookeeper etcd)
 read -r -a SENTINEL_PORTS <<<"${SERVICES_SENTINEL_PORTS:-7101 7102 27101 27102 27103}"
 ((${#SENTINEL_PORTS[@]} == 5)) || { echo "services: SERVICES_SENTINEL_PORTS needs five ports" >&2; exit 2; }
 SENTINEL_MASTER=seckill
@@ -75,6 +76,7 @@ alive() {
 	case $1 in
 	redis-* | sentinel-*) pattern="redis-server 127.0.0.1:${1#*-}" ;;
 	zookeeper) pattern=QuorumPeerMain ;;
+	etcd) pattern="etcd --name seckill-dev" ;;
 	esac
 	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$pattern"
 }
@@ -84,6 +86,7 @@ answers() {
 	case $1 in
 	redis-* | sentinel-*) [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "${1#*-}" ping 2>/dev/null) == PONG ]] ;;
 	zookeeper) [[ $(zk_command ruok) == imok ]] ;;
+	etcd) [[ $(etcd_get /health) == *'"health":"true"'* ]] ;;
 	esac
 }
 
@@ -115,6 +118,11 @@ sentinel_ready() {
 # zoo.cfg below whitelists ruok and srvr.
 zk_command() {
 	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$ZK_PORT && printf %s '$1' >&3 && cat <&3" 2>/dev/null || true
+}
+
+# etcd_get PATH: a GET of etcd's client port over bash's /dev/tcp (no curl needed).
+etcd_get() {
+	timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$ETCD_PORT && printf 'GET %s HTTP/1.0\r\n\r\n' '$1' >&3 && cat <&3" 2>/dev/null || true
 }
 
 port_taken() { ss -Hltn "sport = :$1" | grep -q .; }
@@ -196,15 +204,30 @@ start_zookeeper() {
 	echo $! >"$dir/pid"
 }
 
+# start_etcd: one member of its own cluster, data under the run directory. Its lease
+# minimum (1.5 × the election timeout, 1 s by default) lets the tests use 2 s leases.
+start_etcd() {
+	local dir=$RUN_DIR/etcd peer=$((ETCD_PORT + 1))
+	mkdir -p "$dir"
+	port_taken "$ETCD_PORT" && die "etcd: port $ETCD_PORT is taken by a process this script did not start (ss -ltnp)"
+	port_taken "$peer" && die "etcd: peer port $peer is taken by a process this script did not start (ss -ltnp)"
+	setsid nohup etcd --name seckill-dev --data-dir "$dir/data" \
+		--listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+		--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+		--initial-cluster "seckill-dev=http://127.0.0.1:$peer" >"$dir/etcd.log" 2>&1 </dev/null &
+	echo $! >"$dir/pid"
+}
+
 cmd_up() {
-	local name i redis=0 zk=0
+	local name i redis=0 zk=0 etcd=0
 	for name in "$@"; do
-		case $name in redis-* | sentinel-*) redis=1 ;; zookeeper) zk=1 ;; esac
+		case $name in redis-* | sentinel-*) redis=1 ;; zookeeper) zk=1 ;; etcd) etcd=1 ;; esac
 	done
 	((redis)) && ensure_pkg redis-server redis-server
 	((redis)) && ensure_pkg redis-cli redis-tools
 	((zk)) && ensure_pkg "$ZK_JAR" zookeeper
 	((zk)) && ensure_pkg java default-jre-headless
+	((etcd)) && ensure_pkg etcd etcd-server
 	local start=()
 	for name in "$@"; do
 		if alive "$name"; then
@@ -222,6 +245,7 @@ cmd_up() {
 		redis-*) start_redis "$name" ;;
 		sentinel-*) start_sentinel "$name" ;;
 		zookeeper) start_zookeeper ;;
+		etcd) start_etcd ;;
 		esac
 	done
 	for name in ${start[@]+"${start[@]}"}; do
@@ -326,6 +350,7 @@ cmd_status() {
 		case $name in
 		redis-* | sentinel-*) addr=127.0.0.1:${name#*-} ;;
 		zookeeper) addr=127.0.0.1:$ZK_PORT ;;
+		etcd) addr=127.0.0.1:$ETCD_PORT ;;
 		esac
 		if ! alive "$name" && answers "$name"; then
 			state="ready (not started by this script)"
@@ -334,7 +359,10 @@ cmd_status() {
 			rc=1
 		elif answers "$name"; then
 			state=ready
-			if [[ $name == zookeeper ]]; then
+			if [[ $name == etcd ]]; then
+				version=$(etcd_get /version | sed -n 's/.*"etcdserver":"\([^"]*\)".*/etcd \1/p')
+				state="ready${version:+ ($version)}"
+			elif [[ $name == zookeeper ]]; then
 				version=$(zk_command srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/ZooKeeper \1/p')
 				state="ready${version:+ ($version)}"
 			elif in_sentinel_group "$name" && [[ $name == redis-* ]]; then
@@ -367,7 +395,7 @@ down) cmd_down "${names[@]}" ;;
 status) cmd_status "${names[@]}" ;;
 failover) cmd_failover ;;
 *)
-	echo "usage: $0 up|down|status [redis-7001 ... redis-7005 zookeeper | sentinel | ${SENTINEL[*]}]; $0 failover" >&2
+	echo "usage: $0 up|down|status [redis-7001 ... redis-7005 zookeeper etcd | sentinel | ${SENTINEL[*]}]; $0 failover" >&2
 	exit 2
 	;;
 esac

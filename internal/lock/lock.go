@@ -16,6 +16,10 @@
 // with an owner, an expiry that another owner may take over, and a fencing token (Fenced);
 // MySQLGetLocks uses MySQL's GET_LOCK on a pinned connection instead.
 //
+// ZooKeeperLocks (Curator's InterProcessMutex) and EtcdLocks (the recipe of etcd's
+// concurrency.Mutex) queue in their coordination service, held by a session or lease whose
+// loss they report to the holder, and hand out the node's or key's creation as fencing token.
+//
 // A service picks its guard from one family, each made the same way: NewSimpleRedisLocks,
 // NewReentrantLocks, NewFairLocks, NewLocalRemoteLocks, NewLocalLocks or NewNoLocks returns a
 // value whose New(name) is the Lock of that name.

@@ -1,0 +1,344 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Defaults of EtcdOptions.
+const (
+	// DefaultEtcdLeaseTTL is EtcdOptions.LeaseTTL when zero: a process that dies loses its
+	// locks within it.
+	DefaultEtcdLeaseTTL = 10 * time.Second
+	// DefaultEtcdPrefix is EtcdOptions.Prefix when empty.
+	DefaultEtcdPrefix = "/seckill/locks"
+	// etcdLeasePause is the pause between attempts to grant a new lease after one was lost.
+	etcdLeasePause = 500 * time.Millisecond
+	// etcdCleanupTimeout bounds the background deletes and revokes that follow a failure.
+	etcdCleanupTimeout = 2 * time.Second
+)
+
+// errEtcdNoLease is returned while the client has no lease to write lock keys with: etcd
+// was unreachable when the last one was lost, and a new one is not granted yet.
+var errEtcdNoLease = errors.New("lock: no etcd lease (etcd unreachable?)")
+
+// EtcdOptions configures an EtcdClient. The zero value is usable.
+type EtcdOptions struct {
+	// Process identifies this process in the owner written into lock keys; NewProcessID()
+	// when empty. Two processes must never share one.
+	Process string
+	// LeaseTTL is the TTL of the client's lease, to which every lock key it writes is
+	// attached: the keys of a process that dies or is cut off go when it runs out. Whole
+	// seconds (etcd's unit), at least 2 s; DefaultEtcdLeaseTTL when zero.
+	LeaseTTL time.Duration
+	// Prefix is the key prefix: lock name n queues under Prefix/n/. DefaultEtcdPrefix when
+	// empty.
+	Prefix string
+}
+
+// EtcdClient owns one process's etcd lease and the holds of the locks taken with it: the
+// etcd recipe behind etcd's own concurrency.Mutex, with a key per owner (process and
+// goroutine) under one lease instead of one lease per lock, and the lease's loss reported
+// to the holders. Make one per process (or service instance) and Close it at shutdown:
+// Close revokes the lease, which deletes its keys, so the locks it held pass on at once.
+//
+// The lease is kept alive by etcd's client, every third of its TTL. The holds are declared
+// lost when etcd ends the lease (its keep-alive channel closes) or when no renewal has been
+// answered for two thirds of the TTL: the earliest the server may expire the lease is its
+// last renewal plus the TTL, and that renewal was sent before its answer came, so the
+// client's own reckoning must leave the round trip a margin (the margin go-zookeeper's pings
+// leave a session). A new lease is then granted, and later acquisitions use it.
+type EtcdClient struct {
+	cli     *clientv3.Client
+	process string
+	prefix  string
+	ttl     time.Duration
+
+	mu     sync.Mutex
+	lease  clientv3.LeaseID // 0 while none
+	epoch  uint64           // bumped at every loss of a lease
+	lost   chan struct{}    // closed when the current lease is lost
+	holds  map[string]*etcdHold
+	closed bool
+
+	done chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	hooks etcdHooks
+}
+
+// etcdHooks lets the package's tests observe an acquisition. All nil outside tests.
+type etcdHooks struct {
+	watching func(me, pred string) // a waiter is about to wait for pred's delete
+}
+
+// etcdHold is one owner's hold of one lock name: its key, the key's create revision (the
+// fencing token) and how many times the owner has taken it.
+type etcdHold struct {
+	key   string
+	token int64
+	count int
+	lost  chan struct{}
+}
+
+// NewEtcdClient connects to the etcd endpoints (host:port) and grants the client's lease,
+// within ctx: an unreachable etcd fails it.
+func NewEtcdClient(ctx context.Context, endpoints []string, opts EtcdOptions) (*EtcdClient, error) {
+	return newEtcdClient(ctx, endpoints, opts, etcdHooks{})
+}
+
+func newEtcdClient(ctx context.Context, endpoints []string, opts EtcdOptions, hooks etcdHooks) (*EtcdClient, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("etcd: no endpoints")
+	}
+	if opts.Process == "" {
+		opts.Process = NewProcessID()
+	}
+	if opts.LeaseTTL == 0 {
+		opts.LeaseTTL = DefaultEtcdLeaseTTL
+	}
+	if opts.LeaseTTL < 2*time.Second || opts.LeaseTTL%time.Second != 0 {
+		return nil, fmt.Errorf("etcd: lease TTL %s: want whole seconds, at least 2s", opts.LeaseTTL)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultEtcdPrefix
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: etcdCleanupTimeout,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+	}
+	c := &EtcdClient{
+		cli:     cli,
+		process: opts.Process,
+		prefix:  opts.Prefix,
+		ttl:     opts.LeaseTTL,
+		epoch:   1,
+		lost:    make(chan struct{}),
+		holds:   make(map[string]*etcdHold),
+		done:    make(chan struct{}),
+		hooks:   hooks,
+	}
+	id, alive, stop, err := c.grant(ctx)
+	if err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+	}
+	c.lease = id
+	c.wg.Add(1)
+	go c.keep(id, alive, stop)
+	return c, nil
+}
+
+// Process returns the process id the client writes into lock keys.
+func (c *EtcdClient) Process() string { return c.process }
+
+// Ping asks etcd for a key within ctx, and reports an error when it does not answer or the
+// client has no lease: what /readyz checks.
+func (c *EtcdClient) Ping(ctx context.Context) error {
+	c.mu.Lock()
+	lease := c.lease
+	c.mu.Unlock()
+	if lease == 0 {
+		return errEtcdNoLease
+	}
+	_, err := c.cli.Get(ctx, c.prefix+"/", clientv3.WithCountOnly())
+	return err
+}
+
+// Close revokes the lease, which deletes the keys of every lock the client holds or waits
+// for, ends every hold (Lost closes) and closes the connection.
+func (c *EtcdClient) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	lease := c.lease
+	c.loseLocked()
+	c.mu.Unlock()
+	close(c.done)
+	c.wg.Wait()
+	if lease != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
+		_, _ = c.cli.Revoke(ctx, lease)
+		cancel()
+	}
+	return c.cli.Close()
+}
+
+// grant grants a lease and starts keeping it alive; alive receives each renewal's answer and
+// is closed when etcd ends the lease or stop is called.
+func (c *EtcdClient) grant(ctx context.Context) (clientv3.LeaseID, <-chan *clientv3.LeaseKeepAliveResponse, context.CancelFunc, error) {
+	resp, err := c.cli.Grant(ctx, int64(c.ttl/time.Second))
+	if err != nil {
+		return 0, nil, nil, fmt.Errorf("grant lease: %w", err)
+	}
+	// The keep-alive lives until stop, not until ctx, which bounds only the grant.
+	kctx, stop := context.WithCancel(context.Background())
+	alive, err := c.cli.KeepAlive(kctx, resp.ID)
+	if err != nil {
+		stop()
+		return 0, nil, nil, fmt.Errorf("keep lease alive: %w", err)
+	}
+	return resp.ID, alive, stop, nil
+}
+
+// keep follows lease id's renewals until it is lost or the client closes, then grants the
+// next lease and follows that one.
+func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepAliveResponse, stop context.CancelFunc) {
+	defer c.wg.Done()
+	for {
+		lost := c.follow(alive)
+		stop()
+		if !lost {
+			return
+		}
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return
+		}
+		c.lease = 0
+		c.loseLocked()
+		c.mu.Unlock()
+		// The server may still keep the lease (the renewals' answers were late, not the
+		// lease gone): revoke it, so its keys do not block everyone for the rest of its TTL.
+		go func(id clientv3.LeaseID) {
+			ctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
+			defer cancel()
+			_, _ = c.cli.Revoke(ctx, id)
+		}(id)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
+			next, nextAlive, nextStop, err := c.grant(ctx)
+			cancel()
+			if err == nil {
+				c.mu.Lock()
+				if c.closed {
+					c.mu.Unlock()
+					nextStop()
+					rctx, rcancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
+					_, _ = c.cli.Revoke(rctx, next) // Close revoked only the lease it saw
+					rcancel()
+					return
+				}
+				c.lease = next
+				c.mu.Unlock()
+				id, alive, stop = next, nextAlive, nextStop
+				break
+			}
+			select {
+			case <-c.done:
+				return
+			case <-time.After(etcdLeasePause):
+			}
+		}
+	}
+}
+
+// follow waits on one lease's renewals. It returns false when the client closes, and true
+// when the lease is lost: its channel closed, or no renewal answered for 2/3 of the TTL.
+func (c *EtcdClient) follow(alive <-chan *clientv3.LeaseKeepAliveResponse) bool {
+	margin := c.ttl * 2 / 3
+	t := time.NewTimer(margin)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.done:
+			return false
+		case r, ok := <-alive:
+			if !ok || r == nil || r.TTL <= 0 {
+				return true
+			}
+			t.Reset(margin)
+		case <-t.C:
+			return true
+		}
+	}
+}
+
+// loseLocked ends every hold and wakes the waiters. c.mu is held.
+func (c *EtcdClient) loseLocked() {
+	c.epoch++
+	close(c.lost)
+	c.lost = make(chan struct{})
+	for k, h := range c.holds {
+		close(h.lost)
+		delete(c.holds, k)
+	}
+}
+
+// current returns the lease an acquisition writes its key with, the epoch it starts in and
+// the channel closed when that lease is lost.
+func (c *EtcdClient) current() (clientv3.LeaseID, uint64, <-chan struct{}, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return 0, 0, nil, ErrClosed
+	case c.lease == 0:
+		return 0, 0, nil, errEtcdNoLease
+	}
+	return c.lease, c.epoch, c.lost, nil
+}
+
+// reenter counts one more hold for key and reports true when the owner already holds it.
+func (c *EtcdClient) reenter(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.holds[key]; h != nil {
+		h.count++
+		return true
+	}
+	return false
+}
+
+// register records a first hold of key, on etcd key k created at revision token, by an
+// acquisition that started in epoch. It reports false when the lease was lost since.
+func (c *EtcdClient) register(key, k string, token int64, epoch uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.epoch != epoch {
+		return false
+	}
+	c.holds[key] = &etcdHold{key: k, token: token, count: 1, lost: make(chan struct{})}
+	return true
+}
+
+// release ends one hold of key. held is false when there was none (never taken, or lost);
+// last is the hold to delete when that was the last one, and nil otherwise.
+func (c *EtcdClient) release(key string) (last *etcdHold, held bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.holds[key]
+	if h == nil {
+		return nil, false
+	}
+	h.count--
+	if h.count > 0 {
+		return nil, true
+	}
+	delete(c.holds, key)
+	return h, true
+}
+
+// hold returns the lost channel and token of key's hold: a closed channel and 0 when none.
+func (c *EtcdClient) hold(key string) (lost <-chan struct{}, token int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h := c.holds[key]; h != nil {
+		return h.lost, h.token
+	}
+	return closedChan, 0
+}

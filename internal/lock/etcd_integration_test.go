@@ -1,0 +1,284 @@
+//go:build integration
+
+package lock
+
+import (
+	"context"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The etcd lock against a real etcd: SECKILL_TEST_ETCD_ADDR, by default the one
+// scripts/services.sh runs on 127.0.0.1:2379. Each test works under its own prefix. Two
+// clients stand for two processes: each has its own lease.
+
+// etcdTestTTL is the shortest lease the tests use (etcd grants nothing shorter than 2 s).
+const etcdTestTTL = 2 * time.Second
+
+func etcdTestAddr() string {
+	if a := os.Getenv("SECKILL_TEST_ETCD_ADDR"); a != "" {
+		return a
+	}
+	return "127.0.0.1:2379"
+}
+
+// etcdTestPrefix returns a key prefix of the test's own.
+func etcdTestPrefix(t *testing.T) string {
+	return "/seckill-test/" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + uuid.NewString()[:8]
+}
+
+// newEtcdTestClient connects a client (one "process") under prefix, failing t with the way
+// to start etcd when none answers.
+func newEtcdTestClient(t *testing.T, prefix string, hooks etcdHooks) *EtcdClient {
+	t.Helper()
+	addr := etcdTestAddr()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := newEtcdClient(ctx, []string{addr}, EtcdOptions{LeaseTTL: etcdTestTTL, Prefix: prefix}, hooks)
+	if err != nil {
+		t.Fatalf("no etcd answers on %s (%v): run `scripts/services.sh up etcd`, "+
+			"or set SECKILL_TEST_ETCD_ADDR to one that runs", addr, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// etcdKeys counts the keys under prefix, read with a client of the test's own.
+func etcdKeys(t *testing.T, prefix string) int64 {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdTestAddr()}, DialTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	return resp.Count
+}
+
+// TestEtcdMutualExclusion: two clients, eight goroutines each, one lock: never two holders at
+// once, every grant's token larger than the one before, no key left behind.
+func TestEtcdMutualExclusion(t *testing.T) {
+	prefix := etcdTestPrefix(t)
+	clients := []*EtcdClient{newEtcdTestClient(t, prefix, etcdHooks{}), newEtcdTestClient(t, prefix, etcdHooks{})}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var inside, most atomic.Int32
+	var tokens []int64 // appended under the lock only
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := NewEtcdLocks(clients[i%2]).EtcdLock("stock")
+			for range 10 {
+				if !assert.NoError(t, l.Lock(ctx)) {
+					return
+				}
+				n := inside.Add(1)
+				if n > most.Load() {
+					most.Store(n)
+				}
+				tokens = append(tokens, l.Token())
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				assert.NoError(t, l.Unlock(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), most.Load(), "holders at once")
+	require.Len(t, tokens, 160)
+	for i := 1; i < len(tokens); i++ {
+		assert.Greater(t, tokens[i], tokens[i-1], "grant %d's token after grant %d's", i, i-1)
+	}
+	assert.Zero(t, etcdKeys(t, prefix), "keys left under the prefix")
+}
+
+// TestEtcdTryLockDoesNotWait: with the lock held elsewhere TryLock reports false at once and
+// leaves no key of its own; a bounded wait reports false when it runs out, a cancelled one
+// ctx's error, both without a key left.
+func TestEtcdTryLockDoesNotWait(t *testing.T) {
+	prefix := etcdTestPrefix(t)
+	a := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
+	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
+	ctx := context.Background()
+	ok, err := a.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	ok, err = b.TryLock(ctx, 0)
+	require.NoError(t, err)
+	assert.False(t, ok, "TryLock of a held lock")
+	assert.Zero(t, b.Token())
+	assert.Equal(t, int64(1), etcdKeys(t, prefix), "keys: the holder's only")
+
+	ok, err = b.TryLockWait(ctx, 200*time.Millisecond, 0)
+	require.NoError(t, err)
+	assert.False(t, ok, "a wait of 200ms for a lock held throughout")
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	ok, err = b.TryLockWait(cctx, -1, 0)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Eventually(t, func() bool { return etcdKeys(t, prefix) == 1 }, 5*time.Second, 20*time.Millisecond,
+		"the waiters' keys are deleted")
+
+	require.NoError(t, a.Unlock(ctx))
+	ok, err = b.TryLock(ctx, 0)
+	require.NoError(t, err)
+	assert.True(t, ok, "TryLock once the holder released")
+	require.NoError(t, b.Unlock(ctx))
+}
+
+// TestEtcdReentrant: the holder takes the lock again at once, keeps its token, and releases it
+// only at its last Unlock; one Unlock more is ErrNotHeld.
+func TestEtcdReentrant(t *testing.T) {
+	prefix := etcdTestPrefix(t)
+	a := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
+	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
+	ctx := context.Background()
+	for range 2 {
+		ok, err := a.TryLock(ctx, 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	token := a.Token()
+	require.NotZero(t, token)
+	require.NoError(t, a.Unlock(ctx))
+	assert.Equal(t, token, a.Token(), "the outer hold keeps the token")
+	ok, err := b.TryLock(ctx, 0)
+	require.NoError(t, err)
+	assert.False(t, ok, "taken while an outer hold remains")
+	require.NoError(t, a.Unlock(ctx))
+	assert.ErrorIs(t, a.Unlock(ctx), ErrNotHeld)
+	ok, err = b.TryLock(ctx, 0)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Greater(t, b.Token(), token)
+	require.NoError(t, b.Unlock(ctx))
+}
+
+// TestEtcdWaitersWatchTheirPredecessor: three waiters queue behind a holder; each watches the
+// key created just before its own (no herd), and they get the lock in the order they queued.
+func TestEtcdWaitersWatchTheirPredecessor(t *testing.T) {
+	prefix := etcdTestPrefix(t)
+	watched := make(chan [2]string, 16)
+	holder := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("hot")
+	waiters := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{watching: func(me, pred string) { watched <- [2]string{me, pred} }}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok, err := holder.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	order := make(chan int, 3)
+	release := make([]chan struct{}, 3)
+	var keys []string // holder's, then each waiter's, in queue order
+	var wg sync.WaitGroup
+	for i := range 3 {
+		release[i] = make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := waiters.EtcdLock("hot")
+			if !assert.NoError(t, l.Lock(ctx)) {
+				return
+			}
+			order <- i
+			<-release[i]
+			assert.NoError(t, l.Unlock(ctx))
+		}()
+		// The next waiter queues only once this one watches: queue order = start order.
+		w := <-watched
+		if i == 0 {
+			keys = append(keys, w[1])
+		}
+		require.Equal(t, keys[i], w[1], "waiter %d watches the key just before its own", i)
+		keys = append(keys, w[0])
+	}
+	require.NoError(t, holder.Unlock(ctx))
+	for i := range 3 {
+		assert.Equal(t, i, <-order, "grant %d", i)
+		close(release[i])
+	}
+	wg.Wait()
+	select {
+	case w := <-watched:
+		t.Errorf("a waiter watched again (%s → %s): woken by a release not its predecessor's", w[0], w[1])
+	default:
+	}
+}
+
+// TestEtcdLeaseLostIsReported: the holder's lease ends (revoked behind its back, as etcd would
+// expire it after a pause): Lost closes, Unlock is ErrNotHeld, another owner gets the lock with
+// a larger token, and the client goes on with a new lease.
+func TestEtcdLeaseLostIsReported(t *testing.T) {
+	prefix := etcdTestPrefix(t)
+	ca := newEtcdTestClient(t, prefix, etcdHooks{})
+	a := NewEtcdLocks(ca).EtcdLock("u1")
+	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ok, err := a.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	token := a.Token()
+	lost := a.Lost()
+
+	ca.mu.Lock()
+	lease := ca.lease
+	ca.mu.Unlock()
+	_, err = ca.cli.Revoke(ctx, lease)
+	require.NoError(t, err)
+	select {
+	case <-lost:
+	case <-time.After(etcdTestTTL):
+		t.Fatal("Lost did not close within the lease's TTL of its revocation")
+	}
+	assert.Zero(t, a.Token())
+	assert.ErrorIs(t, a.Unlock(ctx), ErrNotHeld)
+
+	require.NoError(t, b.Lock(ctx))
+	assert.Greater(t, b.Token(), token, "the next grant's token")
+	require.NoError(t, b.Unlock(ctx))
+
+	require.NoError(t, a.Lock(ctx), "the client takes locks again with its new lease")
+	require.NoError(t, a.Unlock(ctx))
+}
+
+// TestEtcdLostReplyFoundAgain: an acquisition whose put reached etcd but whose reply was lost
+// asks again and finds its key (named by lease and owner) instead of leaving it orphaned: the
+// retry holds the lock with that key's revision, and Unlock deletes it.
+func TestEtcdLostReplyFoundAgain(t *testing.T) {
+	prefix := etcdTestPrefix(t)
+	c := newEtcdTestClient(t, prefix, etcdHooks{})
+	l := NewEtcdLocks(c).EtcdLock("u1")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lease, _, _, err := c.current()
+	require.NoError(t, err)
+	me := owner(c.process)
+	key := l.queue + strconv.FormatInt(int64(lease), 16) + "-" + url.PathEscape(me)
+	put, err := c.cli.Put(ctx, key, me, clientv3.WithLease(lease)) // the put whose reply was lost
+	require.NoError(t, err)
+
+	ok, err := l.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, put.Header.Revision, l.Token(), "the token is the found key's create revision")
+	assert.Equal(t, int64(1), etcdKeys(t, prefix), "one key: the one found again")
+	require.NoError(t, l.Unlock(ctx))
+	assert.Zero(t, etcdKeys(t, prefix))
+}

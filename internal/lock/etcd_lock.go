@@ -1,0 +1,314 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// errEtcdRequeue tells an acquisition that its key went with its lease while it waited: it
+// starts again with a new key.
+var errEtcdRequeue = errors.New("lock: etcd lease lost during the attempt")
+
+// EtcdLocks makes the locks of one EtcdClient.
+type EtcdLocks struct{ c *EtcdClient }
+
+// NewEtcdLocks returns the EtcdLocks of c.
+func NewEtcdLocks(c *EtcdClient) *EtcdLocks { return &EtcdLocks{c: c} }
+
+// New returns the EtcdLock named name as a Lock.
+func (f *EtcdLocks) New(name string) Lock { return f.EtcdLock(name) }
+
+// EtcdLock returns the lock named name, whose keys live under Prefix/name/ (name
+// path-escaped).
+func (f *EtcdLocks) EtcdLock(name string) *EtcdLock {
+	return &EtcdLock{c: f.c, queue: f.c.prefix + "/" + url.PathEscape(name) + "/"}
+}
+
+// EtcdLock is the etcd recipe of etcd's concurrency.Mutex. To take it, a client puts its key
+// under the lock's prefix, attached to its lease, if the key is not there yet; the key with
+// the lowest create revision holds the lock, and every other waiter watches only the key
+// created just before its own, so a release wakes one waiter, not the herd. The key's name is
+// the lease and the owner, so an acquisition whose reply was lost finds its key again by
+// asking for it instead of orphaning it.
+//
+// The lock is held by the client's lease: the key lives until it is deleted or the lease
+// ends, which etcd decides when the client stops renewing it for its TTL. So TryLock and
+// TryLockWait ignore their lease argument. When the lease is lost (see EtcdClient), every hold
+// is reported on Lost, and Unlock returns ErrNotHeld.
+//
+// The holder of an EtcdLock is the goroutine that took it (process id and goroutine id, as
+// for the package's other locks); it may take it again, and each TryLock needs its Unlock.
+// Token returns a fencing token. An EtcdLock is safe for concurrent use.
+type EtcdLock struct {
+	c     *EtcdClient
+	queue string // the lock's key prefix, ending in "/"
+}
+
+// Prefix returns the lock's key prefix.
+func (l *EtcdLock) Prefix() string { return l.queue }
+
+// TryLock tries once, never waiting: it puts the calling goroutine's key and, when it is not
+// the first, deletes it again and reports false, nil. lease is ignored: the lock is held by
+// the client's lease (see EtcdLock). Re-entry by the holder succeeds at once. TryLock returns
+// an error when etcd could not be asked, ErrClosed after the client's Close.
+func (l *EtcdLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	return l.TryLockWait(ctx, 0, lease)
+}
+
+// TryLockWait takes the lock for the calling goroutine, waiting in the queue of keys: wait
+// == 0 tries once, wait > 0 waits up to wait, wait < 0 until ctx ends. lease is ignored (see
+// TryLock). A waiter whose lease is lost queues again with a new key. Every etcd call is
+// bounded by ctx; a key left by an attempt that failed or gave up is deleted, in the
+// background when ctx has ended.
+//
+// TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
+// returns ctx's error when ctx ended first, and an error when etcd could not be asked.
+func (l *EtcdLock) TryLockWait(ctx context.Context, wait, _ time.Duration) (bool, error) {
+	ok, err := l.c.acquire(ctx, l.queue, owner(l.c.process), wait)
+	if err != nil {
+		return false, fmt.Errorf("lock %s: %w", l.queue, err)
+	}
+	return ok, nil
+}
+
+// Lock waits until the calling goroutine holds the lock, or until ctx ends (then it returns
+// ctx's error).
+func (l *EtcdLock) Lock(ctx context.Context) error {
+	_, err := l.TryLockWait(ctx, -1, 0)
+	return err
+}
+
+// Unlock releases one hold of the calling goroutine; the last one deletes its key, which
+// wakes the next waiter. It returns an error wrapping ErrNotHeld when the goroutine does not
+// hold the lock: it never took it, or its lease was lost (its key was gone, and another owner
+// may have held the lock since). When etcd does not answer, the key is deleted in the
+// background and Unlock returns the error.
+func (l *EtcdLock) Unlock(ctx context.Context) error {
+	h, held := l.c.release(holdKey(l.queue, owner(l.c.process)))
+	if !held {
+		return fmt.Errorf("unlock %s: %w", l.queue, ErrNotHeld)
+	}
+	if h == nil {
+		return nil // an outer hold remains
+	}
+	gone, err := l.c.remove(ctx, h.key, h.token)
+	switch {
+	case err != nil:
+		return fmt.Errorf("unlock %s: %w", l.queue, err)
+	case gone:
+		return fmt.Errorf("unlock %s: key %s was gone with its lease: %w", l.queue, h.key, ErrNotHeld)
+	}
+	return nil
+}
+
+// Lost returns a channel that is closed when the calling goroutine's hold is lost: the
+// client's lease ended or went unrenewed too long to be sure of it, or the client closed. A
+// holder doing long work should select on it and stop. The channel is already closed when the
+// goroutine holds nothing.
+func (l *EtcdLock) Lost() <-chan struct{} {
+	lost, _ := l.c.hold(holdKey(l.queue, owner(l.c.process)))
+	return lost
+}
+
+// Token returns the calling goroutine's fencing token: the create revision of its key.
+// Revisions grow with every change to the store, and the lock goes to its keys in the order
+// they were created, so every grant of the name gets a larger token than the one before.
+// Token returns 0 when the goroutine does not hold the lock.
+func (l *EtcdLock) Token() int64 {
+	_, token := l.c.hold(holdKey(l.queue, owner(l.c.process)))
+	return token
+}
+
+// acquire takes the lock whose keys live under queue for owner me (see TryLockWait).
+func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Duration) (bool, error) {
+	hk := holdKey(queue, me)
+	if c.reenter(hk) {
+		return true, nil
+	}
+	var deadline time.Time
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
+	}
+	for {
+		lease, epoch, lost, err := c.current()
+		if err != nil {
+			return false, err
+		}
+		key := queue + strconv.FormatInt(int64(lease), 16) + "-" + url.PathEscape(me)
+		rev, first, err := c.enqueue(ctx, queue, key, me, lease)
+		if err == nil {
+			got := first
+			if !got && wait != 0 {
+				got, err = c.wait(ctx, queue, key, rev, deadline, lost)
+			}
+			if got {
+				if c.register(hk, key, rev, epoch) {
+					return true, nil
+				}
+				err = errEtcdRequeue
+			}
+		}
+		if rev != 0 {
+			_, _ = c.remove(ctx, key, rev) // failing, it goes on in the background
+		}
+		if !errors.Is(err, errEtcdRequeue) || wait == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
+			return false, err
+		}
+		select {
+		case <-time.After(etcdLeasePause / 10):
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-c.done:
+			return false, ErrClosed
+		}
+	}
+}
+
+// enqueue puts key (value me, attached to lease) under queue unless it is there already — a
+// put whose reply was lost — and reports its create revision and whether it is the first
+// key of the queue, in one transaction.
+func (c *EtcdClient) enqueue(ctx context.Context, queue, key, me string, lease clientv3.LeaseID) (rev int64, first bool, err error) {
+	firstKey := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
+	resp, err := c.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, me, clientv3.WithLease(lease)), firstKey).
+		Else(clientv3.OpGet(key), firstKey).
+		Commit()
+	if err != nil {
+		return 0, false, err
+	}
+	if resp.Succeeded {
+		rev = resp.Header.Revision
+	} else {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return 0, false, errEtcdRequeue
+		}
+		rev = kvs[0].CreateRevision
+	}
+	kvs := resp.Responses[1].GetResponseRange().Kvs
+	if len(kvs) == 0 {
+		return rev, false, errEtcdRequeue // ours went already: its lease ended
+	}
+	return rev, kvs[0].CreateRevision == rev, nil
+}
+
+// wait waits until key, created at rev, is the first under queue, watching only the key
+// created just before it. It reports false, nil at deadline (when not zero), ctx's error
+// when ctx ends, and errEtcdRequeue when the lease is lost (lost closes) or key is found gone.
+func (c *EtcdClient) wait(ctx context.Context, queue, key string, rev int64, deadline time.Time, lost <-chan struct{}) (bool, error) {
+	var timeout <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		// Our key and its predecessor, read at one revision.
+		resp, err := c.cli.Txn(ctx).Then(
+			clientv3.OpGet(key),
+			clientv3.OpGet(queue, append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...),
+		).Commit()
+		if err != nil {
+			return false, err
+		}
+		if mine := resp.Responses[0].GetResponseRange().Kvs; len(mine) == 0 || mine[0].CreateRevision != rev {
+			return false, errEtcdRequeue
+		}
+		preds := resp.Responses[1].GetResponseRange().Kvs
+		if len(preds) == 0 {
+			return true, nil
+		}
+		pred := string(preds[0].Key)
+		if c.hooks.watching != nil {
+			c.hooks.watching(key, pred)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		events := c.cli.Watch(wctx, pred, clientv3.WithRev(resp.Header.Revision+1), clientv3.WithFilterPut())
+		err = c.waitDelete(ctx, events, timeout, lost)
+		cancel()
+		if err != nil || ctx.Err() != nil {
+			if err == nil {
+				err = ctx.Err()
+			}
+			if errors.Is(err, errEtcdTimeout) {
+				return false, nil
+			}
+			return false, err
+		}
+	}
+}
+
+// errEtcdTimeout is waitDelete's report that the acquisition's wait ran out.
+var errEtcdTimeout = errors.New("lock: etcd wait ran out")
+
+// waitDelete returns nil once events report a delete (or end, to look again), errEtcdTimeout
+// at timeout, errEtcdRequeue when lost closes, ctx's error or ErrClosed.
+func (c *EtcdClient) waitDelete(ctx context.Context, events clientv3.WatchChan, timeout <-chan time.Time, lost <-chan struct{}) error {
+	for {
+		select {
+		case wr, ok := <-events:
+			if !ok {
+				return nil
+			}
+			if err := wr.Err(); err != nil {
+				return nil // compacted or cancelled: look again
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return nil
+				}
+			}
+		case <-lost:
+			return errEtcdRequeue
+		case <-timeout:
+			return errEtcdTimeout
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.done:
+			return ErrClosed
+		}
+	}
+}
+
+// remove deletes key if it is still the one created at rev (not a later key of the same
+// owner and lease), and reports gone when it was not there. When etcd does not answer within
+// ctx, or ctx has ended, the delete goes on in the background, bounded by etcdCleanupTimeout.
+func (c *EtcdClient) remove(ctx context.Context, key string, rev int64) (gone bool, err error) {
+	del := func(ctx context.Context) (bool, error) {
+		resp, err := c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return false, err
+		}
+		return !resp.Succeeded, nil
+	}
+	if ctx.Err() == nil {
+		if gone, err = del(ctx); err == nil {
+			return gone, nil
+		}
+	}
+	c.mu.Lock()
+	if !c.closed { // after Close the revoked lease took the key
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			bctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
+			defer cancel()
+			_, _ = del(bctx)
+		}()
+	}
+	c.mu.Unlock()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return false, err
+}
