@@ -32,9 +32,10 @@
 #   SECKILL_ADMIN_TOKEN (default loadtest-admin-token)
 #   SECKILL_LOCK, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY   passed to every instance
 #                       (defaults redis, 10s, 0s — see docs/loadtest.md for the delay)
-#   SECKILL_REDLOCK_ADDRS, SECKILL_ZOOKEEPER_ADDRS   the servers of SECKILL_LOCK=redlock and
-#                       zookeeper; unset, `up` starts them with scripts/services.sh (RedLock's
-#                       five nodes on 127.0.0.1:7001-7005, ZooKeeper on :2181) and leaves them running
+#   SECKILL_REDLOCK_ADDRS, SECKILL_ZOOKEEPER_ADDRS, SECKILL_ETCD_ENDPOINTS   the servers of
+#                       SECKILL_LOCK=redlock, zookeeper and etcd; unset, `up` starts them with
+#                       scripts/services.sh (RedLock's five nodes on 127.0.0.1:7001-7005, ZooKeeper
+#                       on :2181, etcd on :2379) and leaves them running
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -174,6 +175,7 @@ cmd_up() {
 	local | none) log "WARNING: SECKILL_LOCK=$SECKILL_LOCK — a broken guard, on purpose" ;;
 	redlock) [[ -n ${SECKILL_REDLOCK_ADDRS:-} ]] || "$ROOT/scripts/services.sh" up redis-7001 redis-7002 redis-7003 redis-7004 redis-7005 ;;
 	zookeeper) [[ -n ${SECKILL_ZOOKEEPER_ADDRS:-} ]] || "$ROOT/scripts/services.sh" up zookeeper ;;
+	etcd) [[ -n ${SECKILL_ETCD_ENDPOINTS:-} ]] || "$ROOT/scripts/services.sh" up etcd ;;
 	esac
 	: >"$RUN_DIR/instances"
 	for ((i = 1; i <= INSTANCES; i++)); do

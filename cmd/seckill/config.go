@@ -35,6 +35,7 @@ type config struct {
 	// redlockAddrs are RedLock's nodes; nil: app.DefaultRedLockAddrs, or embedded ones.
 	redlockAddrs []string
 	zkAddrs      []string // the ZooKeeper ensemble
+	etcdAddrs    []string // the etcd cluster
 	// redisSentinel, instead of redisAddr, is a primary that Sentinel watches.
 	redisSentinel app.RedisSentinel
 	orderMode     string // app.ModeSync or app.ModeAsync
@@ -66,6 +67,7 @@ var settings = []envFlag{
 	{"SECKILL_REDLOCK_ADDRS", "redlock-addrs", "", "comma-separated host:port of the independent Redis nodes of SECKILL_LOCK=redlock; " +
 		"empty: " + strings.Join(app.DefaultRedLockAddrs, ",") + " (scripts/services.sh), or five embedded Redis servers with the embedded stores"},
 	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
+	{"SECKILL_ETCD_ENDPOINTS", "etcd-endpoints", "127.0.0.1:2379", "comma-separated host:port of the etcd cluster of SECKILL_LOCK=etcd"},
 	{"SECKILL_ORDER_MODE", "order-mode", "sync", "sync: each order one database transaction (201); async: admitted in Redis (202 pending), written by the stream writer"},
 	{"SECKILL_STREAM_BATCH", "stream-batch", strconv.Itoa(async.DefaultBatch), "async: most orders the writer commits in one transaction (1 to 5000)"},
 	{"SECKILL_STREAM_LINGER", "stream-linger", async.DefaultLinger.String(), "async: how long the writer waits for a batch to fill"},
@@ -151,6 +153,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return config{}, err
 	}
 	if cfg.zkAddrs, err = parseAddrs("SECKILL_ZOOKEEPER_ADDRS", *vals["SECKILL_ZOOKEEPER_ADDRS"]); err != nil {
+		return config{}, err
+	}
+	if cfg.etcdAddrs, err = parseAddrs("SECKILL_ETCD_ENDPOINTS", *vals["SECKILL_ETCD_ENDPOINTS"]); err != nil {
 		return config{}, err
 	}
 	if err := cfg.parseAsync(vals); err != nil {
@@ -265,7 +270,7 @@ func (c config) checkStores() error {
 // openStores opens the stores cfg names, saying so loudly when they are the embedded ones.
 func openStores(ctx context.Context, log *slog.Logger, cfg config) (*app.Stores, error) {
 	st, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: cfg.mysqlDSN, RedisAddr: cfg.redisAddr, RedisSentinel: cfg.redisSentinel, DataDir: cfg.dataDir,
-		RedLockAddrs: cfg.redlockAddrs, ZooKeeperAddrs: cfg.zkAddrs})
+		RedLockAddrs: cfg.redlockAddrs, ZooKeeperAddrs: cfg.zkAddrs, EtcdEndpoints: cfg.etcdAddrs})
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +304,7 @@ func newInstance(ctx context.Context, log *slog.Logger, cfg app.Config, st *app.
 		hint := map[string]string{
 			"redlock":   "SECKILL_REDLOCK_ADDRS (`scripts/services.sh up` starts five nodes on " + strings.Join(app.DefaultRedLockAddrs, ",") + ")",
 			"zookeeper": "SECKILL_ZOOKEEPER_ADDRS (`scripts/services.sh up zookeeper` starts one on 127.0.0.1:2181)",
+			"etcd":      "SECKILL_ETCD_ENDPOINTS (`scripts/services.sh up etcd` starts one on 127.0.0.1:2379)",
 		}[be.Kind]
 		return nil, fmt.Errorf("SECKILL_LOCK=%s: %w; check %s", be.Kind, err, hint)
 	}

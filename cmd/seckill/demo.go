@@ -25,6 +25,13 @@ import (
 	"github.com/seckill/seckill/lessons/pitfall"
 )
 
+// serverOnly are the guards whose backend has no embedded stand-in: the server's name and the
+// setting that points at it.
+var serverOnly = map[string][2]string{
+	"zookeeper": {"ZooKeeper", "SECKILL_ZOOKEEPER_ADDRS"},
+	"etcd":      {"etcd", "SECKILL_ETCD_ENDPOINTS"},
+}
+
 // demoOptions shape the storm.
 type demoOptions struct {
 	users, perUser, stock, inFlight int
@@ -44,8 +51,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.IntVar(&o.stock, "stock", 100, "stock of each guard's voucher")
 		fs.IntVar(&o.inFlight, "in-flight", 40, "users storming at the same time")
 		fs.DurationVar(&o.delay, "delay", 5*time.Millisecond, "business processing inside the critical section (overrides SECKILL_ORDER_DELAY)")
-		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper,"+asyncRow,
-			"guards to run, comma-separated (zookeeper only when one answers at SECKILL_ZOOKEEPER_ADDRS; "+asyncRow+": SECKILL_ORDER_MODE=async)")
+		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper,etcd,"+asyncRow,
+			"guards to run, comma-separated (zookeeper and etcd only when one answers at SECKILL_ZOOKEEPER_ADDRS, SECKILL_ETCD_ENDPOINTS; "+asyncRow+": SECKILL_ORDER_MODE=async)")
 		fs.StringVar(&o.fenceGuards, "fence-guards", "redis,mysql,zookeeper",
 			"guards of the fencing experiment (leases run out mid-order, zookeeper's session is expired; fencing off, then on), comma-separated (zookeeper only when one answers); empty skips it")
 		fs.IntVar(&o.fenceUsers, "fence-users", 8, "users in each run of the fencing experiment")
@@ -109,10 +116,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		r, err := stormGuard(ctx, log, c, st, o)
 		var be *app.LockBackendError
-		if g == "zookeeper" && errors.As(err, &be) {
-			// The one guard without an embedded stand-in: say how to get it, and go on.
-			notRun = append(notRun, fmt.Sprintf("%-12s NOT RUN: no ZooKeeper answers at %s; start one with "+
-				"`scripts/services.sh up zookeeper`, or set SECKILL_ZOOKEEPER_ADDRS", g, strings.Join(be.Addrs, ",")))
+		if how, ok := serverOnly[g]; ok && errors.As(err, &be) {
+			// A guard without an embedded stand-in: say how to get its server, and go on.
+			notRun = append(notRun, fmt.Sprintf("%-12s NOT RUN: no %s answers at %s; start one with "+
+				"`scripts/services.sh up %s`, or set %s", g, how[0], strings.Join(be.Addrs, ","), g, how[1]))
 			continue
 		}
 		if err != nil {

@@ -124,7 +124,8 @@ type pair struct {
 func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	t.Helper()
 	ctx := context.Background()
-	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()}})
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()},
+		EtcdEndpoints: []string{testenv.EtcdAddr()}})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	logs := &syncBuffer{}
@@ -153,6 +154,7 @@ func realPair(t *testing.T, lockKind string, delay time.Duration) pair {
 		"SECKILL_REDIS_ADDR":      testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379"),
 		"SECKILL_REDLOCK_ADDRS":   strings.Join(testenv.RedLockAddrs(), ","),
 		"SECKILL_ZOOKEEPER_ADDRS": testenv.ZooKeeperAddr(),
+		"SECKILL_ETCD_ENDPOINTS":  testenv.EtcdAddr(),
 	}
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"seckill", "migrate"}, func(k string) string { return env[k] }, &out, io.Discard))
@@ -210,11 +212,11 @@ func counts(t *testing.T, base string) order.Counts {
 
 // backendGuards are the guards whose backend differs: SimpleRedisLock, RedLock (five
 // embedded Redis servers, or scripts/services.sh's nodes with the real stores), the table
-// lock, and in integration builds ZooKeeper.
+// lock, and in integration builds ZooKeeper and etcd.
 func backendGuards() []string {
 	g := []string{"redis", "redlock", "mysql"}
 	if testenv.Integration {
-		g = append(g, "zookeeper")
+		g = append(g, "zookeeper", "etcd")
 	}
 	return g
 }
@@ -345,9 +347,10 @@ func TestDemoShowsEachGuard(t *testing.T) {
 	want := []string{"none         FAILS AS EXPECTED", "local        FAILS AS EXPECTED", "redis        PASS",
 		"reentrant    PASS", "fair         PASS", "localremote  PASS", "redlock      PASS", "mysql        PASS"}
 	if testenv.Integration {
-		guards += ",zookeeper"
+		guards += ",zookeeper,etcd"
 		env["SECKILL_ZOOKEEPER_ADDRS"] = testenv.ZooKeeperAddr()
-		want = append(want, "zookeeper    PASS")
+		env["SECKILL_ETCD_ENDPOINTS"] = testenv.EtcdAddr()
+		want = append(want, "zookeeper    PASS", "etcd         PASS")
 	}
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"seckill", "demo", "-users", "60", "-per-user", "8", "-stock", "200", "-delay", "100ms",
@@ -363,17 +366,19 @@ func TestDemoShowsEachGuard(t *testing.T) {
 	}
 }
 
-// TestDemoWithoutZooKeeper: the demo's ZooKeeper row needs a real ZooKeeper; without one the
-// demo says how to start it and does not fail.
+// TestDemoWithoutZooKeeper: the demo's ZooKeeper and etcd rows need real servers; without them
+// the demo says how to start each and does not fail.
 func TestDemoWithoutZooKeeper(t *testing.T) {
 	var out bytes.Buffer
-	env := map[string]string{"SECKILL_ZOOKEEPER_ADDRS": closedAddr(t)}
-	err := run(context.Background(), []string{"seckill", "demo", "-users", "4", "-per-user", "2", "-stock", "10", "-guards", "redis,zookeeper"},
+	env := map[string]string{"SECKILL_ZOOKEEPER_ADDRS": closedAddr(t), "SECKILL_ETCD_ENDPOINTS": closedAddr(t)}
+	err := run(context.Background(), []string{"seckill", "demo", "-users", "4", "-per-user", "2", "-stock", "10", "-guards", "redis,zookeeper,etcd"},
 		func(k string) string { return env[k] }, &out, io.Discard)
 	require.NoError(t, err, out.String())
 	assert.Contains(t, out.String(), "redis        PASS")
 	assert.Contains(t, out.String(), "zookeeper    NOT RUN: no ZooKeeper answers at "+env["SECKILL_ZOOKEEPER_ADDRS"])
 	assert.Contains(t, out.String(), "scripts/services.sh up zookeeper")
+	assert.Contains(t, out.String(), "etcd         NOT RUN: no etcd answers at "+env["SECKILL_ETCD_ENDPOINTS"])
+	assert.Contains(t, out.String(), "`scripts/services.sh up etcd`, or set SECKILL_ETCD_ENDPOINTS")
 }
 
 // closedAddr is a loopback address where nothing listens.
@@ -384,7 +389,7 @@ func closedAddr(t *testing.T) string {
 
 // TestServeFailsWithoutItsLockBackend: a guard whose own backend does not answer fails serve
 // at start, naming the setting and how to start the servers; RedLock with fewer than a quorum
-// of nodes, ZooKeeper with no session within the connect timeout.
+// of nodes, ZooKeeper with no session and etcd with no lease within the connect timeout.
 func TestServeFailsWithoutItsLockBackend(t *testing.T) {
 	dead := []string{closedAddr(t), closedAddr(t), closedAddr(t)}
 	live := []string{miniredis.RunT(t).Addr(), miniredis.RunT(t).Addr()}
@@ -397,6 +402,8 @@ func TestServeFailsWithoutItsLockBackend(t *testing.T) {
 			[]string{"SECKILL_REDLOCK_ADDRS", "2 of 5 nodes answer PING, a quorum is 3", dead[0], "scripts/services.sh up"}},
 		{"zookeeper", map[string]string{"SECKILL_LOCK": "zookeeper", "SECKILL_ZOOKEEPER_ADDRS": dead[0]},
 			[]string{"SECKILL_ZOOKEEPER_ADDRS", dead[0], "scripts/services.sh up zookeeper"}},
+		{"etcd", map[string]string{"SECKILL_LOCK": "etcd", "SECKILL_ETCD_ENDPOINTS": dead[0]},
+			[]string{"SECKILL_ETCD_ENDPOINTS", dead[0], "scripts/services.sh up etcd"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -447,7 +454,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": "zk:port"}, "SECKILL_ZOOKEEPER_ADDRS"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": ":2181"}, "SECKILL_ZOOKEEPER_ADDRS"},
 		// Fencing on with a lock that hands out no token refuses to start, and says which do.
-		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_LOCK": "redlock", "SECKILL_FENCING": "on"}, "hands out no fencing token; the locks that do: fair|localremote|mysql|redis|reentrant|zookeeper"},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_LOCK": "redlock", "SECKILL_FENCING": "on"}, "hands out no fencing token; the locks that do: etcd|fair|localremote|mysql|redis|reentrant|zookeeper"},
 		{[]string{"seckill", "serve", "-fencing", "on", "-lock", "local"}, nil, "SECKILL_FENCING"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_FENCING": "yes"}, `SECKILL_FENCING="yes"`},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_FENCE_RETENTION": "30s"}, `SECKILL_FENCE_RETENTION="30s": must be at least 1m0s`},

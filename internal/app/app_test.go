@@ -41,26 +41,27 @@ func TestOpenStoresAllOrNothing(t *testing.T) {
 
 // TestNewEveryLockKind wires an instance with each guard over the embedded stores and asks
 // it whether it is ready; the guards with a backend of their own add the check "lock". The
-// ZooKeeper guard needs a real ZooKeeper: integration builds only.
+// ZooKeeper and etcd guards need a real server: integration builds only.
 func TestNewEveryLockKind(t *testing.T) {
 	ctx := context.Background()
-	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()}})
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()},
+		EtcdEndpoints: []string{testenv.EtcdAddr()}})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	require.True(t, st.Embedded)
 	require.NotNil(t, st.Mini)
 	for kind := range app.LockKinds {
-		if kind == "zookeeper" && !testenv.Integration {
+		if (kind == "zookeeper" || kind == "etcd") && !testenv.Integration {
 			continue
 		}
 		t.Run(kind, func(t *testing.T) {
 			inst, err := app.New(ctx, discard, app.Config{Lock: kind, Order: order.Config{LockTTL: time.Second}}, st)
-			if kind == "zookeeper" {
+			if kind == "zookeeper" || kind == "etcd" {
 				testenv.NeedLockServer(t, err)
 			}
 			require.NoError(t, err)
 			checks := readyChecks(t, inst, http.StatusOK)
-			ownBackend := kind == "redlock" || kind == "zookeeper"
+			ownBackend := kind == "redlock" || kind == "zookeeper" || kind == "etcd"
 			assert.Equal(t, ownBackend, checks["lock"] != nil, "the check \"lock\" in %v", checks)
 			_, err = order.ReadCounts(inst.Registry)
 			assert.NoError(t, err, "the order counters are registered")

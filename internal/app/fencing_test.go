@@ -16,10 +16,12 @@ import (
 )
 
 // TestTokensMatchTheLocks: LockKind.Tokens says true exactly for the guards whose locks are
-// lock.Fenced, which is what fencing relies on. ZooKeeper needs a real one: integration only.
+// lock.Fenced, which is what fencing relies on. ZooKeeper and etcd need real servers:
+// integration only.
 func TestTokensMatchTheLocks(t *testing.T) {
 	ctx := context.Background()
-	st, err := OpenStores(ctx, StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()}})
+	st, err := OpenStores(ctx, StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: []string{testenv.ZooKeeperAddr()},
+		EtcdEndpoints: []string{testenv.EtcdAddr()}})
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	db, err := st.OpenDB(ctx, database.Pool{})
@@ -30,7 +32,7 @@ func TestTokensMatchTheLocks(t *testing.T) {
 	rdb := st.OpenRedis(8)
 	t.Cleanup(func() { _ = rdb.Close() })
 	for name, kind := range LockKinds {
-		if name == "zookeeper" && !testenv.Integration {
+		if (name == "zookeeper" || name == "etcd") && !testenv.Integration {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {

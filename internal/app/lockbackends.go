@@ -14,7 +14,8 @@ import (
 )
 
 // LockConnectTimeout bounds how long an instance waits at start for a lock backend of its
-// own: a quorum of RedLock's nodes to answer, a ZooKeeper session to be granted.
+// own: a quorum of RedLock's nodes to answer, a ZooKeeper session or an etcd lease to be
+// granted.
 const LockConnectTimeout = 5 * time.Second
 
 // redLockNodeShare is the share of an order's deadline that one RedLock attempt may wait for
@@ -29,7 +30,8 @@ const LockConnectTimeout = 5 * time.Second
 const redLockNodeShare = 4
 
 // LockBackendError reports a lock backend of a guard's own that did not answer when an
-// instance started: Kind is the guard ("redlock", "zookeeper"), Addrs the servers it tried.
+// instance started: Kind is the guard ("redlock", "zookeeper", "etcd"), Addrs the servers it
+// tried.
 type LockBackendError struct {
 	Kind  string
 	Addrs []string
@@ -132,6 +134,29 @@ func newZooKeeperGuard(env LockEnv) (Guard, error) {
 				return errors.New("zookeeper session not connected")
 			}
 			return nil
+		},
+	}, nil
+}
+
+// etcdReadyTimeout bounds /readyz's read of etcd.
+const etcdReadyTimeout = time.Second
+
+// newEtcdGuard connects to the stores' etcd and grants the instance's lease, within env.Ctx.
+// Its lease is the etcd client's default: an instance that dies loses its locks within it,
+// as a Redis lock's within SECKILL_LOCK_TTL.
+func newEtcdGuard(env LockEnv) (Guard, error) {
+	addrs := env.Stores.EtcdEndpoints()
+	ec, err := lock.NewEtcdClient(env.Ctx, addrs, lock.EtcdOptions{Process: env.Process})
+	if err != nil {
+		return Guard{}, &LockBackendError{Kind: "etcd", Addrs: addrs, Err: err}
+	}
+	return Guard{
+		Locks: lock.NewEtcdLocks(ec),
+		Close: ec.Close,
+		Ready: func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, etcdReadyTimeout)
+			defer cancel()
+			return ec.Ping(ctx)
 		},
 	}, nil
 }

@@ -36,7 +36,7 @@ type LockEnv struct {
 	Process string
 	// OrderTimeout is each order's deadline, which a guard's TryLock runs within.
 	OrderTimeout time.Duration
-	// Stores are the servers the instances share: RedLockAddrs, ZooKeeperAddrs.
+	// Stores are the servers the instances share: RedLockAddrs, ZooKeeperAddrs, EtcdEndpoints.
 	Stores *Stores
 	// Fencing is whether the orders are fenced with the locks' tokens: a guard whose tokens
 	// cost work of their own (ZooKeeper's SetData of the lock's parent node) does it only then.
@@ -88,6 +88,7 @@ var LockKinds = map[string]LockKind{
 	// RedLock hands out no fencing token: no single store orders its grants.
 	"redlock":   {Safe: true, New: newRedLockGuard},
 	"zookeeper": {Safe: true, Tokens: true, New: newZooKeeperGuard},
+	"etcd":      {Safe: true, Tokens: true, New: newEtcdGuard},
 	// The table lock runs on the instance's own database pool: its availability is the
 	// database's, which /readyz checks already.
 	"mysql": {Safe: true, Tokens: true, New: func(env LockEnv) (Guard, error) {

@@ -31,6 +31,8 @@ type StoresConfig struct {
 	RedLockAddrs []string
 	// ZooKeeperAddrs are the host:port of the ZooKeeper ensemble; there is no embedded one.
 	ZooKeeperAddrs []string
+	// EtcdEndpoints are the host:port of the etcd cluster; there is no embedded one.
+	EtcdEndpoints []string
 }
 
 // DefaultRedLockAddrs are the RedLock nodes that scripts/services.sh runs.
@@ -71,10 +73,11 @@ type Stores struct {
 	dataDir   string
 	cleanup   func()
 
-	zkAddrs []string
-	mu      sync.Mutex // guards redlock and rlNodes
-	redlock []string
-	rlNodes []*miniredis.Miniredis // the embedded RedLock nodes, started on first use
+	zkAddrs   []string
+	etcdAddrs []string
+	mu        sync.Mutex // guards redlock and rlNodes
+	redlock   []string
+	rlNodes   []*miniredis.Miniredis // the embedded RedLock nodes, started on first use
 }
 
 // OpenStores returns the real stores when cfg names both, and otherwise starts the embedded
@@ -84,6 +87,7 @@ func OpenStores(ctx context.Context, cfg StoresConfig) (*Stores, error) {
 	lockServers := func(s *Stores) *Stores {
 		s.redlock = append([]string(nil), cfg.RedLockAddrs...)
 		s.zkAddrs = append([]string(nil), cfg.ZooKeeperAddrs...)
+		s.etcdAddrs = append([]string(nil), cfg.EtcdEndpoints...)
 		return s
 	}
 	sentinel := cfg.RedisSentinel.Master != "" || len(cfg.RedisSentinel.Addrs) > 0
@@ -238,6 +242,9 @@ func (s *Stores) RedLockAddrs() ([]string, error) {
 // ZooKeeperAddrs returns the addresses of the ZooKeeper ensemble; empty when none is configured.
 func (s *Stores) ZooKeeperAddrs() []string { return s.zkAddrs }
 
+// EtcdEndpoints returns the addresses of the etcd cluster; empty when none is configured.
+func (s *Stores) EtcdEndpoints() []string { return s.etcdAddrs }
+
 // WithZooKeeperAddrs returns a view of s whose ZooKeeper ensemble is addrs (a proxy in front
 // of s's, say) and which shares everything else with s: its servers, its database, the
 // RedLock nodes s started so far. Closing the view closes nothing; close s.
@@ -246,7 +253,7 @@ func (s *Stores) WithZooKeeperAddrs(addrs []string) *Stores {
 	defer s.mu.Unlock()
 	return &Stores{Embedded: s.Embedded, Mini: s.Mini, mysqlDSN: s.mysqlDSN, redisAddr: s.redisAddr,
 		sentinel: s.sentinel, dataDir: s.dataDir, cleanup: func() {},
-		zkAddrs: append([]string(nil), addrs...), redlock: s.redlock}
+		zkAddrs: append([]string(nil), addrs...), etcdAddrs: s.etcdAddrs, redlock: s.redlock}
 }
 
 // Close stops the embedded stores and removes a temporary database directory.

@@ -5,7 +5,6 @@ package lock
 import (
 	"context"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/seckill/seckill/internal/testenv"
 )
 
 // The etcd lock against a real etcd: SECKILL_TEST_ETCD_ADDR, by default the one
@@ -25,13 +26,6 @@ import (
 
 // etcdTestTTL is the shortest lease the tests use (etcd grants nothing shorter than 2 s).
 const etcdTestTTL = 2 * time.Second
-
-func etcdTestAddr() string {
-	if a := os.Getenv("SECKILL_TEST_ETCD_ADDR"); a != "" {
-		return a
-	}
-	return "127.0.0.1:2379"
-}
 
 // etcdTestPrefix returns a key prefix of the test's own.
 func etcdTestPrefix(t *testing.T) string {
@@ -42,7 +36,7 @@ func etcdTestPrefix(t *testing.T) string {
 // to start etcd when none answers.
 func newEtcdTestClient(t *testing.T, prefix string, hooks etcdHooks) *EtcdClient {
 	t.Helper()
-	addr := etcdTestAddr()
+	addr := testenv.EtcdAddr()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := newEtcdClient(ctx, []string{addr}, EtcdOptions{LeaseTTL: etcdTestTTL, Prefix: prefix}, hooks)
@@ -57,7 +51,7 @@ func newEtcdTestClient(t *testing.T, prefix string, hooks etcdHooks) *EtcdClient
 // etcdKeys counts the keys under prefix, read with a client of the test's own.
 func etcdKeys(t *testing.T, prefix string) int64 {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdTestAddr()}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{testenv.EtcdAddr()}, DialTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
