@@ -116,7 +116,9 @@ func allContestants() []contestant {
 			reentrant: "yes (count per goroutine)", fencing: "no (a plain create, no SetData of the parent)", setup: zooKeeper(true)},
 		{name: "go-zookeeper/zk v1.0.4 zk.Lock", family: famZK, peer: true,
 			reentrant: "no (ErrDeadlock)", fencing: "no (the node's sequence is unexported)", setup: zkPeer},
-		{name: "etcd concurrency.Mutex v3.5.21 (no etcd lock of ours)", family: famEtcd, peer: true,
+		{name: "EtcdLock (ours, one lease per process)", family: famEtcd, peers: []string{"etcd concurrency.Mutex"},
+			reentrant: "yes (count per goroutine)", fencing: "yes (the key's create revision)", setup: etcdOurs},
+		{name: "etcd concurrency.Mutex v3.5.21", family: famEtcd, peer: true,
 			reentrant: "no (one key per session)", fencing: "yes (Header().Revision / the key's create revision)", setup: etcdMutex},
 	}
 }
