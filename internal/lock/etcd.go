@@ -60,11 +60,10 @@ type EtcdClient struct {
 	prefix  string
 	ttl     time.Duration
 
-	mu     sync.Mutex
+	holds *sessionHolds // the holds, with their keys
+
+	mu     sync.Mutex       // guards lease and closed, and orders a loss of holds with the lease's change
 	lease  clientv3.LeaseID // 0 while none
-	epoch  uint64           // bumped at every loss of a lease
-	lost   chan struct{}    // closed when the current lease is lost
-	holds  map[string]*etcdHold
 	closed bool
 
 	done chan struct{} // closed by Close
@@ -76,15 +75,6 @@ type EtcdClient struct {
 // etcdHooks lets the package's tests observe an acquisition. All nil outside tests.
 type etcdHooks struct {
 	watching func(me, pred string) // a waiter is about to wait for pred's delete
-}
-
-// etcdHold is one owner's hold of one lock name: its key, the key's create revision (the
-// fencing token) and how many times the owner has taken it.
-type etcdHold struct {
-	key   string
-	token int64
-	count int
-	lost  chan struct{}
 }
 
 // NewEtcdClient connects to the etcd endpoints (host:port) and grants the client's lease,
@@ -122,9 +112,7 @@ func newEtcdClient(ctx context.Context, endpoints []string, opts EtcdOptions, ho
 		process: opts.Process,
 		prefix:  opts.Prefix,
 		ttl:     opts.LeaseTTL,
-		epoch:   1,
-		lost:    make(chan struct{}),
-		holds:   make(map[string]*etcdHold),
+		holds:   newSessionHolds(),
 		done:    make(chan struct{}),
 		hooks:   hooks,
 	}
@@ -165,7 +153,7 @@ func (c *EtcdClient) Close() error {
 	}
 	c.closed = true
 	lease := c.lease
-	c.loseLocked()
+	c.holds.close()
 	c.mu.Unlock()
 	close(c.done)
 	c.wg.Wait()
@@ -210,7 +198,7 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 			return
 		}
 		c.lease = 0
-		c.loseLocked()
+		c.holds.lose()
 		c.mu.Unlock()
 		// The server may still keep the lease (the renewals' answers were late, not the
 		// lease gone): revoke it, so its keys do not block everyone for the rest of its TTL.
@@ -268,17 +256,6 @@ func (c *EtcdClient) follow(alive <-chan *clientv3.LeaseKeepAliveResponse) bool 
 	}
 }
 
-// loseLocked ends every hold and wakes the waiters. c.mu is held.
-func (c *EtcdClient) loseLocked() {
-	c.epoch++
-	close(c.lost)
-	c.lost = make(chan struct{})
-	for k, h := range c.holds {
-		close(h.lost)
-		delete(c.holds, k)
-	}
-}
-
 // current returns the lease an acquisition writes its key with, the epoch it starts in and
 // the channel closed when that lease is lost.
 func (c *EtcdClient) current() (clientv3.LeaseID, uint64, <-chan struct{}, error) {
@@ -290,55 +267,6 @@ func (c *EtcdClient) current() (clientv3.LeaseID, uint64, <-chan struct{}, error
 	case c.lease == 0:
 		return 0, 0, nil, errEtcdNoLease
 	}
-	return c.lease, c.epoch, c.lost, nil
-}
-
-// reenter counts one more hold for key and reports true when the owner already holds it.
-func (c *EtcdClient) reenter(key string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h := c.holds[key]; h != nil {
-		h.count++
-		return true
-	}
-	return false
-}
-
-// register records a first hold of key, on etcd key k created at revision token, by an
-// acquisition that started in epoch. It reports false when the lease was lost since.
-func (c *EtcdClient) register(key, k string, token int64, epoch uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || c.epoch != epoch {
-		return false
-	}
-	c.holds[key] = &etcdHold{key: k, token: token, count: 1, lost: make(chan struct{})}
-	return true
-}
-
-// release ends one hold of key. held is false when there was none (never taken, or lost);
-// last is the hold to delete when that was the last one, and nil otherwise.
-func (c *EtcdClient) release(key string) (last *etcdHold, held bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	h := c.holds[key]
-	if h == nil {
-		return nil, false
-	}
-	h.count--
-	if h.count > 0 {
-		return nil, true
-	}
-	delete(c.holds, key)
-	return h, true
-}
-
-// hold returns the lost channel and token of key's hold: a closed channel and 0 when none.
-func (c *EtcdClient) hold(key string) (lost <-chan struct{}, token int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h := c.holds[key]; h != nil {
-		return h.lost, h.token
-	}
-	return closedChan, 0
+	epoch, lost, _ := c.holds.current()
+	return c.lease, epoch, lost, nil
 }

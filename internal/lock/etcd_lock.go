@@ -90,19 +90,19 @@ func (l *EtcdLock) Lock(ctx context.Context) error {
 // may have held the lock since). When etcd does not answer, the key is deleted in the
 // background and Unlock returns the error.
 func (l *EtcdLock) Unlock(ctx context.Context) error {
-	h, held := l.c.release(holdKey(l.queue, owner(l.c.process)))
+	h, held := l.c.holds.release(holdKey(l.queue, owner(l.c.process)))
 	if !held {
 		return fmt.Errorf("unlock %s: %w", l.queue, ErrNotHeld)
 	}
 	if h == nil {
 		return nil // an outer hold remains
 	}
-	gone, err := l.c.remove(ctx, h.key, h.token)
+	gone, err := l.c.remove(ctx, h.at, h.token)
 	switch {
 	case err != nil:
 		return fmt.Errorf("unlock %s: %w", l.queue, err)
 	case gone:
-		return fmt.Errorf("unlock %s: key %s was gone with its lease: %w", l.queue, h.key, ErrNotHeld)
+		return fmt.Errorf("unlock %s: key %s was gone with its lease: %w", l.queue, h.at, ErrNotHeld)
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func (l *EtcdLock) Unlock(ctx context.Context) error {
 // holder doing long work should select on it and stop. The channel is already closed when the
 // goroutine holds nothing.
 func (l *EtcdLock) Lost() <-chan struct{} {
-	lost, _ := l.c.hold(holdKey(l.queue, owner(l.c.process)))
+	lost, _ := l.c.holds.hold(holdKey(l.queue, owner(l.c.process)))
 	return lost
 }
 
@@ -121,14 +121,14 @@ func (l *EtcdLock) Lost() <-chan struct{} {
 // they were created, so every grant of the name gets a larger token than the one before.
 // Token returns 0 when the goroutine does not hold the lock.
 func (l *EtcdLock) Token() int64 {
-	_, token := l.c.hold(holdKey(l.queue, owner(l.c.process)))
+	_, token := l.c.holds.hold(holdKey(l.queue, owner(l.c.process)))
 	return token
 }
 
 // acquire takes the lock whose keys live under queue for owner me (see TryLockWait).
 func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Duration) (bool, error) {
 	hk := holdKey(queue, me)
-	if c.reenter(hk) {
+	if c.holds.reenter(hk) {
 		return true, nil
 	}
 	var deadline time.Time
@@ -148,7 +148,7 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 				got, err = c.wait(ctx, queue, key, rev, deadline, lost)
 			}
 			if got {
-				if c.register(hk, key, rev, epoch) {
+				if c.holds.register(hk, key, rev, epoch) {
 					return true, nil
 				}
 				err = errEtcdRequeue

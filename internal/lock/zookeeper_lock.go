@@ -89,17 +89,17 @@ func (l *ZooKeeperLock) Lock(ctx context.Context) error {
 // owner may have held the lock since). When ZooKeeper does not answer, the node is deleted in
 // the background and Unlock returns the error.
 func (l *ZooKeeperLock) Unlock(ctx context.Context) error {
-	p, held := l.c.sess.release(holdKey(l.parent, owner(l.c.process)))
+	h, held := l.c.sess.release(holdKey(l.parent, owner(l.c.process)))
 	if !held {
 		return fmt.Errorf("unlock %s: %w", l.parent, ErrNotHeld)
 	}
-	if p == "" {
+	if h == nil {
 		return nil // an outer hold remains
 	}
-	gone, err := l.c.remove(ctx, &zkNode{path: p})
+	gone, err := l.c.remove(ctx, &zkNode{path: h.at})
 	switch {
 	case gone:
-		return fmt.Errorf("unlock %s: node %s was gone with its session: %w", l.parent, p, ErrNotHeld)
+		return fmt.Errorf("unlock %s: node %s was gone with its session: %w", l.parent, h.at, ErrNotHeld)
 	case err != nil:
 		return fmt.Errorf("unlock %s: %w", l.parent, err)
 	}

@@ -23,32 +23,20 @@ import (
 //     earliest the server can expire the session is lastRead + 2/3 of the timeout. That is
 //     when the holds are declared lost, unless the session is back by then.
 //
-// Each loss bumps the epoch and closes the channel waiters sleep on. A hold is recorded with
-// the epoch its acquisition started in, and only if that epoch is still current: an
-// acquisition that straddles a loss starts again instead of holding a node that may be gone.
+// Each loss ends the holds (sessionHolds).
 type zkSession struct {
 	timeout  time.Duration    // the session timeout asked for
 	lastRead func() time.Time // when the client last received anything from the server
 	dropped  func(paths []string)
 
+	*sessionHolds // the holds, with their node paths
+
 	mu        sync.Mutex
 	id        int64 // the session the holds live in; 0 before the first
 	connected bool  // the session is established on a live connection
 	gen       uint64
-	epoch     uint64
-	lost      chan struct{} // closed at the next loss
 	closed    bool
 	timer     *time.Timer
-	holds     map[string]*zkHold
-}
-
-// zkHold is one owner's hold of one lock name: its node, its fencing token and how many
-// times the owner has taken it.
-type zkHold struct {
-	path  string
-	token int64
-	count int
-	lost  chan struct{}
 }
 
 // newZKSession returns the tracker of a session with the given timeout. dropped receives the
@@ -57,12 +45,10 @@ type zkHold struct {
 // lasts.
 func newZKSession(timeout time.Duration, lastRead func() time.Time, dropped func(paths []string)) *zkSession {
 	return &zkSession{
-		timeout:  timeout,
-		lastRead: lastRead,
-		dropped:  dropped,
-		epoch:    1,
-		lost:     make(chan struct{}),
-		holds:    make(map[string]*zkHold),
+		sessionHolds: newSessionHolds(),
+		timeout:      timeout,
+		lastRead:     lastRead,
+		dropped:      dropped,
 	}
 }
 
@@ -110,26 +96,10 @@ func (s *zkSession) event(state zk.State, id int64) {
 // loseLocked ends every hold and wakes the waiters. alive says the session may still live,
 // so the holds' nodes must be deleted. s.mu is held.
 func (s *zkSession) loseLocked(alive bool) {
-	s.epoch++
-	close(s.lost)
-	s.lost = make(chan struct{})
-	var paths []string
-	for key, h := range s.holds {
-		close(h.lost)
-		delete(s.holds, key)
-		paths = append(paths, h.path)
-	}
+	paths := s.lose()
 	if alive && len(paths) > 0 && s.dropped != nil {
 		s.dropped(paths)
 	}
-}
-
-// current returns the epoch an acquisition starts in and the channel closed when it ends;
-// ok is false once the client is closed.
-func (s *zkSession) current() (epoch uint64, lost <-chan struct{}, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.epoch, s.lost, !s.closed
 }
 
 // isConnected reports whether the session is established on a live connection.
@@ -137,56 +107,6 @@ func (s *zkSession) isConnected() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.connected && !s.closed
-}
-
-// reenter counts one more hold for key and reports true when the owner already holds it.
-func (s *zkSession) reenter(key string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.holds[key]; h != nil {
-		h.count++
-		return true
-	}
-	return false
-}
-
-// register records a first hold of key, on node path with the given token, by an
-// acquisition that started in epoch. It reports false when the session was lost since.
-func (s *zkSession) register(key, path string, token int64, epoch uint64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed || s.epoch != epoch {
-		return false
-	}
-	s.holds[key] = &zkHold{path: path, token: token, count: 1, lost: make(chan struct{})}
-	return true
-}
-
-// release ends one hold of key. held is false when there was none (never taken, or lost);
-// path is the node to delete when that was the last hold, and empty otherwise.
-func (s *zkSession) release(key string) (path string, held bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.holds[key]
-	if h == nil {
-		return "", false
-	}
-	h.count--
-	if h.count > 0 {
-		return "", true
-	}
-	delete(s.holds, key)
-	return h.path, true
-}
-
-// hold returns the lost channel and token of key's hold: a closed channel and 0 when none.
-func (s *zkSession) hold(key string) (lost <-chan struct{}, token int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if h := s.holds[key]; h != nil {
-		return h.lost, h.token
-	}
-	return closedChan, 0
 }
 
 // close ends every hold (closing the connection closes the session and deletes the nodes)
@@ -197,7 +117,7 @@ func (s *zkSession) close() {
 	if s.closed {
 		return
 	}
-	s.loseLocked(false)
+	s.sessionHolds.close()
 	s.closed = true
 	if s.timer != nil {
 		s.timer.Stop()
