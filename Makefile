@@ -7,9 +7,9 @@ MOCKERY ?= github.com/vektra/mockery/v2@v2.53.5
 test:
 	$(GO) test -race ./...
 
-## test-integration: the same suites plus the real MariaDB/MySQL, Redis, ZooKeeper and nginx (never skipped);
-## starts ZooKeeper on 127.0.0.1:2181 and RedLock's five Redis nodes on 127.0.0.1:7001-7005 with
-## scripts/services.sh (installing them when absent) unless they answer
+## test-integration: the same suites plus the real MariaDB/MySQL, Redis, ZooKeeper, etcd and nginx (never
+## skipped); starts ZooKeeper on 127.0.0.1:2181, etcd on :2379 and RedLock's five Redis nodes on
+## 127.0.0.1:7001-7005 with scripts/services.sh (installing them when absent) unless they answer
 test-integration:
 	scripts/services.sh up
 	$(GO) test -race -count=1 -tags integration ./...
@@ -147,10 +147,10 @@ chaos: $(TOXIPROXY)
 chaos-ci: $(TOXIPROXY)
 	CHAOS_SHORT=1 TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
 
-## ---- extra lock servers (scripts/services.sh): RedLock's five Redis nodes, ZooKeeper ----
+## ---- extra lock servers (scripts/services.sh): RedLock's five Redis nodes, ZooKeeper, etcd ----
 .PHONY: services-up services-down services-status
 
-## services-up: five redis-server processes on 127.0.0.1:7001-7005 and ZooKeeper on :2181
+## services-up: five redis-server processes on 127.0.0.1:7001-7005, ZooKeeper on :2181 and etcd on :2379
 services-up:
 	scripts/services.sh up
 services-down:
