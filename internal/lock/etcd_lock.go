@@ -277,9 +277,11 @@ func (c *EtcdClient) waitDelete(ctx context.Context, events clientv3.WatchChan, 
 	}
 }
 
-// remove deletes key if it is still the one created at rev (not a later key of the same
-// owner and lease), and reports gone when it was not there. When etcd does not answer within
-// ctx, or ctx has ended, the delete goes on in the background, bounded by etcdCleanupTimeout.
+// remove deletes key, made at revision rev by the calling goroutine, and reports gone when it
+// was not there. When etcd does not answer within ctx, or ctx has ended, the delete goes on in
+// the background, bounded by etcdCleanupTimeout, and only while the key is still the one made
+// at rev: by then the goroutine may have made a new key of the same name (same owner, same
+// lease), which that late delete must not remove.
 func (c *EtcdClient) remove(ctx context.Context, key string, rev int64) (gone bool, err error) {
 	del := func(ctx context.Context) (bool, error) {
 		resp, err := c.cli.Txn(ctx).
@@ -292,8 +294,11 @@ func (c *EtcdClient) remove(ctx context.Context, key string, rev int64) (gone bo
 		return !resp.Succeeded, nil
 	}
 	if ctx.Err() == nil {
-		if gone, err = del(ctx); err == nil {
-			return gone, nil
+		// In the foreground a plain delete will do: the owner is this goroutine, which makes
+		// no new key of the name before remove returns.
+		var resp *clientv3.DeleteResponse
+		if resp, err = c.cli.Delete(ctx, key); err == nil {
+			return resp.Deleted == 0, nil
 		}
 	}
 	c.mu.Lock()
