@@ -25,6 +25,14 @@ import (
 	"github.com/seckill/seckill/lessons/pitfall"
 )
 
+// serverAddrs returns the configured servers of a guard in serverOnly.
+func serverAddrs(st *app.Stores, guard string) []string {
+	if guard == "etcd" {
+		return st.EtcdEndpoints()
+	}
+	return st.ZooKeeperAddrs()
+}
+
 // serverOnly are the guards whose backend has no embedded stand-in: the server's name and the
 // setting that points at it.
 var serverOnly = map[string][2]string{
@@ -53,8 +61,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.DurationVar(&o.delay, "delay", 5*time.Millisecond, "business processing inside the critical section (overrides SECKILL_ORDER_DELAY)")
 		fs.StringVar(&o.guards, "guards", "none,local,redis,reentrant,fair,localremote,redlock,mysql,zookeeper,etcd,"+asyncRow,
 			"guards to run, comma-separated (zookeeper and etcd only when one answers at SECKILL_ZOOKEEPER_ADDRS, SECKILL_ETCD_ENDPOINTS; "+asyncRow+": SECKILL_ORDER_MODE=async)")
-		fs.StringVar(&o.fenceGuards, "fence-guards", "redis,mysql,zookeeper",
-			"guards of the fencing experiment (leases run out mid-order, zookeeper's session is expired; fencing off, then on), comma-separated (zookeeper only when one answers); empty skips it")
+		fs.StringVar(&o.fenceGuards, "fence-guards", "redis,mysql,zookeeper,etcd",
+			"guards of the fencing experiment (leases run out mid-order, zookeeper's session is expired, etcd's lease revoked; fencing off, then on), comma-separated (zookeeper and etcd only when one answers); empty skips it")
 		fs.IntVar(&o.fenceUsers, "fence-users", 8, "users in each run of the fencing experiment")
 	})
 	if err != nil {
@@ -134,10 +142,12 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	var fences []fenceResult
 	quiet := slog.New(slog.DiscardHandler) // the stale holders' lost locks are the point, not news
 	for _, g := range fenceGuards {
-		if zk := st.ZooKeeperAddrs(); g == "zookeeper" && (len(zk) == 0 || !pitfall.ZooKeeperReachable(zk[0])) {
-			fmt.Fprintf(stdout, "\nfencing %-12s NOT RUN: no ZooKeeper answers at %s; start one with "+
-				"`scripts/services.sh up zookeeper`, or set SECKILL_ZOOKEEPER_ADDRS\n", g, strings.Join(zk, ","))
-			continue
+		if how, ok := serverOnly[g]; ok {
+			if addrs := serverAddrs(st, g); len(addrs) == 0 || !pitfall.ZooKeeperReachable(addrs[0]) {
+				fmt.Fprintf(stdout, "\nfencing %-12s NOT RUN: no %s answers at %s; start one with "+
+					"`scripts/services.sh up %s`, or set %s\n", g, how[0], strings.Join(addrs, ","), g, how[1])
+				continue
+			}
 		}
 		for _, on := range []bool{false, true} {
 			r, err := runFenceTrial(ctx, quiet, cfg.appConfig(), st, fenceTrial{guard: g, fencing: on, users: o.fenceUsers})
@@ -164,10 +174,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 }
 
 // fenceKinds are the guards the fencing experiment runs with: those that hand out tokens
-// and hold a fixed lease, which runs out mid-order, and ZooKeeper, whose holder's session the
-// experiment expires mid-order. The Redisson-style locks' watchdog renews theirs while the
-// holder lives.
-var fenceKinds = []string{"redis", "mysql", "zookeeper"}
+// and hold a fixed lease, which runs out mid-order, ZooKeeper, whose holder's session the
+// experiment expires mid-order, and etcd, whose holder's lease it revokes. The
+// Redisson-style locks' watchdog renews theirs while the holder lives.
+var fenceKinds = []string{"redis", "mysql", "zookeeper", "etcd"}
 
 // cluster is two instances behind a round-robin reverse proxy, all on loopback.
 type cluster struct {

@@ -7,12 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/lock"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/lessons/pitfall"
 )
@@ -31,7 +36,8 @@ import (
 // (zkSessionExpiry), and the second orders are granted the lock as ZooKeeper deletes the
 // expired session's nodes. The order service does not abort an order whose lock reports
 // Lost(), so the stale writer reaches its write, where only the fence (the node's czxid)
-// stops it.
+// stops it. An etcd lock lives as long as its holder's lease: there the trial revokes the
+// first instance's lease, found by its keys (etcdLeaseExpiry), with the same effect.
 const (
 	fenceLease    = 200 * time.Millisecond
 	fenceDeadline = 20 * time.Second // far beyond the lease: the second order waits for its expiry
@@ -98,13 +104,17 @@ func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *a
 	// expire ends the leases once every first order is inside; the leases of redis and
 	// mysql run out on their own.
 	expire := func(context.Context) error { return nil }
-	if tr.guard == "zookeeper" {
+	var cl *cluster
+	switch tr.guard {
+	case "zookeeper":
 		zp, view, err := zkSessionExpiry(st)
 		if err != nil {
 			return fenceResult{}, err
 		}
 		defer zp.Close() // after the cluster stopped: deferred first
 		st, expire = view, zp.ExpireFirst
+	case "etcd":
+		expire = func(ctx context.Context) error { return etcdLeaseExpiry(ctx, st, cl.instances[0].Process) }
 	}
 	cfg := base
 	cfg.Lock, cfg.Fencing = tr.guard, app.FencingOff
@@ -234,6 +244,39 @@ func zkSessionExpiry(st *app.Stores) (*pitfall.ZKSessionProxy, *app.Stores, erro
 		return nil, nil, err
 	}
 	return zp, st.WithZooKeeperAddrs([]string{zp.Addr()}), nil
+}
+
+// etcdLeaseExpiry revokes the leases of the etcd lock keys that process (the first
+// instance) holds, found among the keys under the locks' prefix by their owner value: etcd
+// deletes the keys with the lease, so the second orders are granted the lock, while the first
+// instance's client reports its holds lost and goes on with a new lease.
+func etcdLeaseExpiry(ctx context.Context, st *app.Stores, process string) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: st.EtcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := cli.Get(ctx, lock.DefaultEtcdPrefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		return err
+	}
+	leases := map[clientv3.LeaseID]bool{}
+	for _, kv := range resp.Kvs {
+		if strings.HasPrefix(string(kv.Value), process+"-") {
+			leases[clientv3.LeaseID(kv.Lease)] = true
+		}
+	}
+	if len(leases) == 0 {
+		return fmt.Errorf("fencing etcd: no lock key of process %s", process)
+	}
+	for id := range leases {
+		if _, err := cli.Revoke(ctx, id); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // printFencing writes the experiment's table and verdicts.

@@ -19,8 +19,8 @@ import (
 func fenceStores(t *testing.T) map[string]*app.Stores {
 	t.Helper()
 	ctx := context.Background()
-	zk := []string{testenv.ZooKeeperAddr()}
-	embedded, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: zk})
+	zk, etcd := []string{testenv.ZooKeeperAddr()}, []string{testenv.EtcdAddr()}
+	embedded, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), ZooKeeperAddrs: zk, EtcdEndpoints: etcd})
 	require.NoError(t, err)
 	t.Cleanup(embedded.Close)
 	stores := map[string]*app.Stores{"embedded": embedded}
@@ -29,7 +29,7 @@ func fenceStores(t *testing.T) map[string]*app.Stores {
 		redisAddr := testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379")
 		env := map[string]string{"SECKILL_MYSQL_DSN": dsn, "SECKILL_REDIS_ADDR": redisAddr}
 		require.NoError(t, run(ctx, []string{"seckill", "migrate"}, func(k string) string { return env[k] }, io.Discard, io.Discard))
-		real, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: dsn, RedisAddr: redisAddr, ZooKeeperAddrs: zk})
+		real, err := app.OpenStores(ctx, app.StoresConfig{MySQLDSN: dsn, RedisAddr: redisAddr, ZooKeeperAddrs: zk, EtcdEndpoints: etcd})
 		require.NoError(t, err)
 		t.Cleanup(real.Close)
 		stores["real"] = real
@@ -47,9 +47,9 @@ func TestFencingStopsStaleWriters(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	guards := []string{"redis", "mysql"}
 	if testenv.Integration {
-		// The real ZooKeeper (scripts/services.sh), for both stores: the trial expires the
-		// first instance's session mid-order.
-		guards = append(guards, "zookeeper")
+		// The real ZooKeeper and etcd (scripts/services.sh), for both stores: the trial
+		// expires the first instance's session, or revokes its lease, mid-order.
+		guards = append(guards, "zookeeper", "etcd")
 	}
 	for name, st := range fenceStores(t) {
 		for _, guard := range guards {

@@ -360,7 +360,11 @@ func TestDemoShowsEachGuard(t *testing.T) {
 		assert.Contains(t, out.String(), w)
 	}
 	// The fencing experiment, with the default -fence-guards.
-	for _, g := range []string{"redis", "mysql"} {
+	fenced := []string{"redis", "mysql"}
+	if testenv.Integration {
+		fenced = append(fenced, "zookeeper", "etcd")
+	}
+	for _, g := range fenced {
 		assert.Contains(t, out.String(), fmt.Sprintf("%-12s fencing off SHOWN: unfenced, the stale writers' duplicates reached the unique key", g))
 		assert.Contains(t, out.String(), fmt.Sprintf("%-12s fencing on  PASS: every stale writer fenced (409 lock_expired), no duplicate reached the database", g))
 	}
