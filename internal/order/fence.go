@@ -53,6 +53,9 @@ type fenceSQL struct {
 	cutoff               func(retention time.Duration) any
 }
 
+// MySQL's claim reads the proposed row with VALUES(), which MySQL 8.0.20 deprecates (with a
+// warning, still supported) in favour of a row alias (INSERT … AS new …) that MariaDB does not
+// parse; VALUES() is the form both servers run.
 var fenceStatements = map[migrations.Dialect]fenceSQL{
 	migrations.MySQL: {
 		claim: "INSERT INTO lock_fences (name, token, claims, claimed_at) VALUES (?, ?, 1, UTC_TIMESTAMP(3)) " +
