@@ -278,3 +278,61 @@ func TestEtcdLostReplyFoundAgain(t *testing.T) {
 	require.NoError(t, l.Unlock(ctx))
 	assert.Zero(t, etcdKeys(t, prefix))
 }
+
+// TestEtcdFrozenServer: etcd stops answering (SIGSTOP) while a goroutine holds a lock. No
+// renewal is answered, so the client reports the hold lost (Lost closes) within the lease
+// of the freeze, before the holder could believe in a lease etcd may have ended; an
+// acquisition meanwhile fails within its context instead of hanging; once etcd answers
+// again the client has a new lease and takes the lock again, with a larger token.
+func TestEtcdFrozenServer(t *testing.T) {
+	const ttl = 3 * time.Second
+	srv := testenv.StartEtcd(t)
+	ctx := context.Background()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	c, err := NewEtcdClient(cctx, []string{srv.Addr}, EtcdOptions{LeaseTTL: ttl, Prefix: etcdTestPrefix(t)})
+	cancel()
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		srv.Thaw() // Close revokes the lease: etcd must answer
+		_ = c.Close()
+	})
+	l := NewEtcdLocks(c).EtcdLock("u1")
+	ok, err := l.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	token, lost := l.Token(), l.Lost()
+
+	srv.Freeze()
+	frozen := time.Now()
+	// At once, while the client still has its lease: the request waits for an etcd that
+	// does not answer, until its context ends.
+	actx, acancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	ok, err = NewEtcdLocks(c).EtcdLock("u2").TryLock(actx, 0)
+	acancel()
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "an acquisition while etcd is frozen")
+	assert.Less(t, time.Since(frozen), 2*time.Second, "bounded by its context")
+	select {
+	case <-lost:
+	case <-time.After(ttl - time.Since(frozen)):
+		t.Fatal("the hold was not reported lost within the lease of etcd's freeze")
+	}
+	ok, err = NewEtcdLocks(c).EtcdLock("u3").TryLock(ctx, 0)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, errEtcdNoLease, "with the lease lost and etcd frozen, at once")
+
+	srv.Thaw()
+	// Here, not in require.Eventually's goroutine: the holder is the goroutine that locks.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		tctx, tcancel := context.WithTimeout(ctx, time.Second)
+		ok, err = l.TryLock(tctx, 0)
+		tcancel()
+		if err == nil && ok {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the lock was not taken again within 20s of etcd answering: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	assert.Greater(t, l.Token(), token)
+	require.NoError(t, l.Unlock(ctx))
+}
