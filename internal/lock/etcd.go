@@ -202,7 +202,9 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 		c.mu.Unlock()
 		// The server may still keep the lease (the renewals' answers were late, not the
 		// lease gone): revoke it, so its keys do not block everyone for the rest of its TTL.
+		c.wg.Add(1) // keep's own count keeps Close's Wait from passing meanwhile
 		go func(id clientv3.LeaseID) {
+			defer c.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
 			defer cancel()
 			_, _ = c.cli.Revoke(ctx, id)
