@@ -266,7 +266,7 @@ func TestEtcdLostReplyFoundAgain(t *testing.T) {
 	lease, _, _, err := c.current()
 	require.NoError(t, err)
 	me := owner(c.process)
-	key := l.queue + strconv.FormatInt(int64(lease), 16) + "-" + url.PathEscape(me)
+	key := l.Prefix() + strconv.FormatInt(int64(lease), 16) + "-" + url.PathEscape(me)
 	put, err := c.cli.Put(ctx, key, me, clientv3.WithLease(lease)) // the put whose reply was lost
 	require.NoError(t, err)
 

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -27,7 +26,8 @@ func (f *EtcdLocks) New(name string) Lock { return f.EtcdLock(name) }
 // EtcdLock returns the lock named name, whose keys live under Prefix/name/ (name
 // path-escaped).
 func (f *EtcdLocks) EtcdLock(name string) *EtcdLock {
-	return &EtcdLock{c: f.c, queue: f.c.prefix + "/" + url.PathEscape(name) + "/"}
+	return &EtcdLock{queueLock{c: f.c, holds: f.c.holds, process: f.c.process,
+		at: f.c.prefix + "/" + url.PathEscape(name) + "/", entry: "key", heldBy: "lease"}}
 }
 
 // EtcdLock is the etcd recipe of etcd's concurrency.Mutex. To take it, a client puts its key
@@ -44,85 +44,18 @@ func (f *EtcdLocks) EtcdLock(name string) *EtcdLock {
 //
 // The holder of an EtcdLock is the goroutine that took it (process id and goroutine id, as
 // for the package's other locks); it may take it again, and each TryLock needs its Unlock.
-// Token returns a fencing token. An EtcdLock is safe for concurrent use.
-type EtcdLock struct {
-	c     *EtcdClient
-	queue string // the lock's key prefix, ending in "/"
-}
+// Token returns a fencing token: the create revision of the holder's key. Revisions grow with
+// every change to the store, and the lock goes to its keys in the order they were created,
+// so every grant of the name gets a larger token than the one before. An EtcdLock is safe for
+// concurrent use.
+type EtcdLock struct{ queueLock }
 
-// Prefix returns the lock's key prefix.
-func (l *EtcdLock) Prefix() string { return l.queue }
+// Prefix returns the lock's key prefix, ending in "/".
+func (l *EtcdLock) Prefix() string { return l.at }
 
-// TryLock tries once, never waiting: it puts the calling goroutine's key and, when it is not
-// the first, deletes it again and reports false, nil. lease is ignored: the lock is held by
-// the client's lease (see EtcdLock). Re-entry by the holder succeeds at once. TryLock returns
-// an error when etcd could not be asked, ErrClosed after the client's Close.
-func (l *EtcdLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
-	return l.TryLockWait(ctx, 0, lease)
-}
-
-// TryLockWait takes the lock for the calling goroutine, waiting in the queue of keys: wait
-// == 0 tries once, wait > 0 waits up to wait, wait < 0 until ctx ends. lease is ignored (see
-// TryLock). A waiter whose lease is lost queues again with a new key. Every etcd call is
-// bounded by ctx; a key left by an attempt that failed or gave up is deleted, in the
-// background when ctx has ended.
-//
-// TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
-// returns ctx's error when ctx ended first, and an error when etcd could not be asked.
-func (l *EtcdLock) TryLockWait(ctx context.Context, wait, _ time.Duration) (bool, error) {
-	ok, err := l.c.acquire(ctx, l.queue, owner(l.c.process), wait)
-	if err != nil {
-		return false, fmt.Errorf("lock %s: %w", l.queue, err)
-	}
-	return ok, nil
-}
-
-// Lock waits until the calling goroutine holds the lock, or until ctx ends (then it returns
-// ctx's error).
-func (l *EtcdLock) Lock(ctx context.Context) error {
-	_, err := l.TryLockWait(ctx, -1, 0)
-	return err
-}
-
-// Unlock releases one hold of the calling goroutine; the last one deletes its key, which
-// wakes the next waiter. It returns an error wrapping ErrNotHeld when the goroutine does not
-// hold the lock: it never took it, or its lease was lost (its key was gone, and another owner
-// may have held the lock since). When etcd does not answer, the key is deleted in the
-// background and Unlock returns the error.
-func (l *EtcdLock) Unlock(ctx context.Context) error {
-	h, held := l.c.holds.release(holdKey(l.queue, owner(l.c.process)))
-	if !held {
-		return fmt.Errorf("unlock %s: %w", l.queue, ErrNotHeld)
-	}
-	if h == nil {
-		return nil // an outer hold remains
-	}
-	gone, err := l.c.remove(ctx, h.at, h.token)
-	switch {
-	case err != nil:
-		return fmt.Errorf("unlock %s: %w", l.queue, err)
-	case gone:
-		return fmt.Errorf("unlock %s: key %s was gone with its lease: %w", l.queue, h.at, ErrNotHeld)
-	}
-	return nil
-}
-
-// Lost returns a channel that is closed when the calling goroutine's hold is lost: the
-// client's lease ended or went unrenewed too long to be sure of it, or the client closed. A
-// holder doing long work should select on it and stop. The channel is already closed when the
-// goroutine holds nothing.
-func (l *EtcdLock) Lost() <-chan struct{} {
-	lost, _ := l.c.holds.hold(holdKey(l.queue, owner(l.c.process)))
-	return lost
-}
-
-// Token returns the calling goroutine's fencing token: the create revision of its key.
-// Revisions grow with every change to the store, and the lock goes to its keys in the order
-// they were created, so every grant of the name gets a larger token than the one before.
-// Token returns 0 when the goroutine does not hold the lock.
-func (l *EtcdLock) Token() int64 {
-	_, token := l.c.holds.hold(holdKey(l.queue, owner(l.c.process)))
-	return token
+// drop deletes the key of a hold just released (queueClient).
+func (c *EtcdClient) drop(ctx context.Context, h *sessionHold) (bool, error) {
+	return c.remove(ctx, h.at, h.token)
 }
 
 // acquire takes the lock whose keys live under queue for owner me (see TryLockWait).

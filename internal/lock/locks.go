@@ -65,6 +65,7 @@ var (
 	_ Lock = (*MySQLLock)(nil)
 	_ Lock = (*MySQLGetLock)(nil)
 	_ Lock = (*ZooKeeperLock)(nil)
+	_ Lock = (*EtcdLock)(nil)
 )
 
 // The locks that issue fencing tokens.
@@ -75,4 +76,5 @@ var (
 	_ Fenced = (*LocalRemoteLock)(nil)
 	_ Fenced = (*MySQLLock)(nil)
 	_ Fenced = (*ZooKeeperLock)(nil)
+	_ Fenced = (*EtcdLock)(nil)
 )

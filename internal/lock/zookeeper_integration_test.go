@@ -253,14 +253,15 @@ func TestZooKeeperLostCreateReply(t *testing.T) {
 // Unlock lets another process in; another goroutine cannot release it.
 func TestZooKeeperReentrant(t *testing.T) {
 	root := zkTestRoot(t)
-	a := NewZooKeeperLocks(newZKTestClient(t, root, zkHooks{})).ZooKeeperLock("reentrant")
+	ca := newZKTestClient(t, root, zkHooks{})
+	a := NewZooKeeperLocks(ca).ZooKeeperLock("reentrant")
 	b := NewZooKeeperLocks(newZKTestClient(t, root, zkHooks{})).ZooKeeperLock("reentrant")
 	ctx := testCtx(t)
 	zkTake(t, a)
 	token := a.Token()
 	require.NoError(t, a.Lock(ctx))
 	assert.Equal(t, token, a.Token(), "re-entry keeps the token")
-	assert.Len(t, zkChildren(t, a.c, a.Path()), 1, "re-entry made a node")
+	assert.Len(t, zkChildren(t, ca, a.Path()), 1, "re-entry made a node")
 
 	other := make(chan error, 1)
 	go func() { other <- a.Unlock(ctx) }()

@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"time"
 
@@ -26,7 +25,8 @@ func (f *ZooKeeperLocks) New(name string) Lock { return f.ZooKeeperLock(name) }
 // ZooKeeperLock returns the lock named name, whose nodes live under Root/name (name
 // path-escaped).
 func (f *ZooKeeperLocks) ZooKeeperLock(name string) *ZooKeeperLock {
-	return &ZooKeeperLock{c: f.c, parent: f.c.root + "/" + url.PathEscape(name)}
+	return &ZooKeeperLock{queueLock{c: f.c, holds: f.c.sess.sessionHolds, process: f.c.process,
+		at: f.c.root + "/" + url.PathEscape(name), entry: "node", heldBy: "session"}}
 }
 
 // ZooKeeperLock is Curator's InterProcessMutex over go-zookeeper/zk. To take it, a client
@@ -43,88 +43,21 @@ func (f *ZooKeeperLocks) ZooKeeperLock(name string) *ZooKeeperLock {
 //
 // The holder of a ZooKeeperLock is the goroutine that took it (process id and goroutine id,
 // as for the package's other locks); it may take it again, and each TryLock needs its
-// Unlock. Token returns a fencing token. A ZooKeeperLock is safe for concurrent use.
-type ZooKeeperLock struct {
-	c      *ZooKeeperClient
-	parent string
-}
+// Unlock. Token returns a fencing token: the czxid of the holder's node, the zxid of the
+// transaction that created it. Zxids grow with every transaction of the ensemble, and the
+// lock goes to its nodes in the order they were created, so every grant of the name gets a
+// larger token than the one before. The node's sequence number would not do: it restarts
+// when the parent node is deleted (it is a container, removed once empty) and created
+// again. With ZooKeeperOptions.NoTokens, Token always returns 0. A ZooKeeperLock is safe for
+// concurrent use.
+type ZooKeeperLock struct{ queueLock }
 
 // Path returns the lock's parent node.
-func (l *ZooKeeperLock) Path() string { return l.parent }
+func (l *ZooKeeperLock) Path() string { return l.at }
 
-// TryLock tries once, never waiting: it creates the calling goroutine's node and, when it is
-// not the lowest, deletes it again and reports false, nil. lease is ignored: the lock is held
-// by the session (see ZooKeeperLock). Re-entry by the holder succeeds at once. TryLock
-// returns an error when ZooKeeper could not be asked, ErrClosed after the client's Close.
-func (l *ZooKeeperLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
-	return l.TryLockWait(ctx, 0, lease)
-}
-
-// TryLockWait takes the lock for the calling goroutine, waiting in the queue of nodes: wait
-// == 0 tries once, wait > 0 waits up to wait, wait < 0 until ctx ends. lease is ignored (see
-// TryLock). A waiter whose session is lost queues again with a new node. Every ZooKeeper call
-// is bounded by ctx and by the session timeout; a node left by an attempt that failed or gave
-// up is deleted, in the background when ctx has ended.
-//
-// TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
-// returns ctx's error when ctx ended first, and an error when ZooKeeper could not be asked.
-func (l *ZooKeeperLock) TryLockWait(ctx context.Context, wait, _ time.Duration) (bool, error) {
-	ok, err := l.c.acquire(ctx, l.parent, owner(l.c.process), wait)
-	if err != nil {
-		return false, fmt.Errorf("lock %s: %w", l.parent, err)
-	}
-	return ok, nil
-}
-
-// Lock waits until the calling goroutine holds the lock, or until ctx ends (then it returns
-// ctx's error).
-func (l *ZooKeeperLock) Lock(ctx context.Context) error {
-	_, err := l.TryLockWait(ctx, -1, 0)
-	return err
-}
-
-// Unlock releases one hold of the calling goroutine; the last one deletes its node, which
-// wakes the next waiter. It returns an error wrapping ErrNotHeld when the goroutine does not
-// hold the lock: it never took it, or its session was lost (its node was gone, and another
-// owner may have held the lock since). When ZooKeeper does not answer, the node is deleted in
-// the background and Unlock returns the error.
-func (l *ZooKeeperLock) Unlock(ctx context.Context) error {
-	h, held := l.c.sess.release(holdKey(l.parent, owner(l.c.process)))
-	if !held {
-		return fmt.Errorf("unlock %s: %w", l.parent, ErrNotHeld)
-	}
-	if h == nil {
-		return nil // an outer hold remains
-	}
-	gone, err := l.c.remove(ctx, &zkNode{path: h.at})
-	switch {
-	case gone:
-		return fmt.Errorf("unlock %s: node %s was gone with its session: %w", l.parent, h.at, ErrNotHeld)
-	case err != nil:
-		return fmt.Errorf("unlock %s: %w", l.parent, err)
-	}
-	return nil
-}
-
-// Lost returns a channel that is closed when the calling goroutine's hold is lost: its
-// session expired or was replaced, the connection was down too long to be sure of it, or the
-// client closed. A holder doing long work should select on it and stop. The channel is
-// already closed when the goroutine holds nothing.
-func (l *ZooKeeperLock) Lost() <-chan struct{} {
-	lost, _ := l.c.sess.hold(holdKey(l.parent, owner(l.c.process)))
-	return lost
-}
-
-// Token returns the calling goroutine's fencing token: the czxid of its node, the zxid of
-// the transaction that created it. Zxids grow with every transaction of the ensemble, and
-// the lock goes to its nodes in the order they were created, so every grant of the name gets
-// a larger token than the one before. The node's sequence number would not do: it restarts
-// when the parent node is deleted (it is a container, removed once empty) and created
-// again. Token returns 0 when the goroutine does not hold the lock, and always with
-// ZooKeeperOptions.NoTokens.
-func (l *ZooKeeperLock) Token() int64 {
-	_, token := l.c.sess.hold(holdKey(l.parent, owner(l.c.process)))
-	return token
+// drop deletes the node of a hold just released (queueClient).
+func (c *ZooKeeperClient) drop(ctx context.Context, h *sessionHold) (bool, error) {
+	return c.remove(ctx, &zkNode{path: h.at})
 }
 
 // acquire takes parent's lock for owner me (see TryLockWait).
