@@ -143,7 +143,7 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	quiet := slog.New(slog.DiscardHandler) // the stale holders' lost locks are the point, not news
 	for _, g := range fenceGuards {
 		if how, ok := serverOnly[g]; ok {
-			if addrs := serverAddrs(st, g); len(addrs) == 0 || !pitfall.ZooKeeperReachable(addrs[0]) {
+			if addrs := serverAddrs(st, g); len(addrs) == 0 || !pitfall.Reachable(addrs[0]) {
 				fmt.Fprintf(stdout, "\nfencing %-12s NOT RUN: no %s answers at %s; start one with "+
 					"`scripts/services.sh up %s`, or set %s\n", g, how[0], strings.Join(addrs, ","), g, how[1])
 				continue

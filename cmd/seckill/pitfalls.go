@@ -59,7 +59,7 @@ func runPitfalls(ctx context.Context, args []string, getenv func(string) string,
 	if *zkAddr == "" {
 		*zkAddr = defaultZooKeeper(getenv)
 	}
-	zkUp := pitfall.ZooKeeperReachable(*zkAddr)
+	zkUp := pitfall.Reachable(*zkAddr)
 	if zkUp {
 		env.ZooKeeperAddr = *zkAddr
 	}

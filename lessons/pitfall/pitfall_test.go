@@ -68,7 +68,7 @@ func TestPitfallDocs(t *testing.T) {
 		require.NoError(t, err, "docs/pitfalls.md missing: run go test ./lessons/pitfall -run TestPitfallDocs -update")
 	}
 	env := Env{RedisServerBin: redisServerBin(t, false)}
-	if addr := testenv.ZooKeeperAddr(); ZooKeeperReachable(addr) {
+	if addr := testenv.ZooKeeperAddr(); Reachable(addr) {
 		env.ZooKeeperAddr = addr
 	}
 	sections := map[string]string{}

@@ -141,9 +141,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// ZooKeeperReachable reports whether something accepts connections at addr, for the runner
-// to decide whether the ZooKeeper lessons can run.
-func ZooKeeperReachable(addr string) bool {
+// Reachable reports whether something accepts TCP connections at addr within a second: the
+// runner's check before the ZooKeeper lessons, and the demo's before a server-only backend
+// (ZooKeeper, etcd).
+func Reachable(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false
