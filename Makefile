@@ -1,7 +1,7 @@
 GO      ?= go
 MOCKERY ?= github.com/vektra/mockery/v2@v2.53.5
 
-.PHONY: test test-integration vet fmt-check mocks mocks-check build demo pitfalls pitfalls-docs
+.PHONY: test test-integration test-mysql vet fmt-check mocks mocks-check build demo pitfalls pitfalls-docs
 
 ## test: unit and embedded-store tests, no servers needed
 test:
@@ -13,6 +13,21 @@ test:
 test-integration:
 	scripts/services.sh up
 	$(GO) test -race -count=1 -tags integration ./...
+
+## test-mysql: the suites that use the database, against Oracle's MySQL instead of MariaDB: MySQL on
+## 127.0.0.1:3307, started by scripts/services.sh (Debian unstable's mysql-server-core, unpacked into
+## run/services; needs root). The other servers as for test-integration
+MYSQL_TEST_DSN ?= root:@tcp(127.0.0.1:3307)/
+MYSQL_TEST_PKGS = ./internal/api ./internal/app ./internal/async ./internal/database ./internal/order \
+	./internal/verdict ./internal/voucher ./migrations ./loadtest/harness
+test-mysql:
+	scripts/services.sh up mysql
+	scripts/services.sh up
+	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' $(GO) test -race -count=1 -tags integration $(MYSQL_TEST_PKGS)
+	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' $(GO) test -race -count=1 -tags integration ./internal/lock \
+		-run 'MySQL|GetLock'
+	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' $(GO) test -race -count=1 -tags integration ./cmd/seckill \
+		-run 'TestFencingStopsStaleWriters|TestTwoInstancesOneOrderPerUser|TestGracefulShutdown'
 
 ## build: the binary at bin/seckill
 build:

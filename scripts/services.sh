@@ -14,8 +14,8 @@
 #                                         primary, wait for the sentinels to switch to the replica,
 #                                         restart the killed server (it rejoins as the replica)
 #
-# NAME is redis-7001 ... redis-7005, zookeeper or etcd (what `up` with no NAME starts), or the group
-# `sentinel` (only when named): Redis with Sentinel for SECKILL_REDIS_SENTINEL — a primary
+# NAME is redis-7001 ... redis-7005, zookeeper or etcd (what `up` with no NAME starts), `mysql`
+# (only when named; below), or the group `sentinel` (only when named): Redis with Sentinel for SECKILL_REDIS_SENTINEL — a primary
 # (redis-7101), its replica (redis-7102) and three sentinels (sentinel-27101 ... -27103,
 # quorum 2) watching it as master "seckill"; its members can be named one by one too. The
 # sentinels fail over fast, for tests: the primary is down after 1 s without an answer
@@ -26,10 +26,21 @@
 # redis-sentinel package links to: that package would also start a system sentinel watching
 # 127.0.0.1:6379.
 #
+# `mysql` is Oracle's MySQL server (not MariaDB) on 127.0.0.1:3307, root with no password, for
+# `make test-mysql`: the same suites against MySQL. Debian 12 has no MySQL server package; Debian
+# unstable ("sid") has mysql-server-core (MySQL 9.7 as of 2026-11). apt, with a configuration
+# of this script's own (sid's index only, an empty package status: nothing of the host's apt
+# state is read or changed), downloads that package and every package it needs (about 60 MB, each
+# checked against sid's signed index with the host's debian-archive-keyring); they are
+# unpacked into a directory of their own, and mysqld runs chrooted in it, since sid's
+# binaries need a newer C library than Debian 12's. Needs root (chroot, mknod). The download
+# and the unpacked tree stay under the state directory for the next `up` (about 700 MB).
+#
 # Settings (environment):
 #   SERVICES_RUN_DIR   state: one directory per server   (default <repo>/run/services)
 #   SERVICES_WAIT      seconds `up` waits for each server (default 60; the JVM is slow to start),
 #                      and `failover` for the switch
+#   SERVICES_MYSQL_PORT  the MySQL server's port (default 3307)
 #   SERVICES_SENTINEL_PORTS  the Sentinel group's ports: primary, replica, three sentinels
 #                      (default "7101 7102 27101 27102 27103"), so that tests and load tests can
 #                      run their own group beside the default one
@@ -42,6 +53,8 @@ REDIS_PORTS=(7001 7002 7003 7004 7005)
 ZK_PORT=2181
 ZK_JAR=/usr/share/java/zookeeper.jar
 ETCD_PORT=2379
+MYSQL_PORT=${SERVICES_MYSQL_PORT:-3307}
+MYSQL_ROOT=$RUN_DIR/mysql/root # the unpacked packages, mysqld's / ; its state under /srv/mysql
 ALL=()
 for p in "${REDIS_PORTS[@]}"; do ALL+=("redis-$p"); done
 ALL+=(zookeeper etcd)
@@ -77,6 +90,7 @@ alive() {
 	redis-* | sentinel-*) pattern="redis-server 127.0.0.1:${1#*-}" ;;
 	zookeeper) pattern=QuorumPeerMain ;;
 	etcd) pattern="etcd --name seckill-dev" ;;
+	mysql) pattern="mysqld --no-defaults --user=root --datadir=/srv/mysql/data --port=$MYSQL_PORT" ;;
 	esac
 	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$pattern"
 }
@@ -87,7 +101,15 @@ answers() {
 	redis-* | sentinel-*) [[ $(timeout 2 redis-cli -h 127.0.0.1 -p "${1#*-}" ping 2>/dev/null) == PONG ]] ;;
 	zookeeper) [[ $(zk_command ruok) == imok ]] ;;
 	etcd) [[ $(etcd_get /health) == *'"health":"true"'* ]] ;;
+	mysql) [[ -n $(mysql_greeting) ]] ;;
 	esac
+}
+
+# mysql_greeting: the server version a MySQL-protocol server on MYSQL_PORT announces in its
+# first packet (the protocol's greeting; no client program needed), or nothing.
+mysql_greeting() {
+	timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$MYSQL_PORT && head -c 48 <&3" 2>/dev/null |
+		tail -c +6 | tr '\0' '\n' | head -n1 | tr -cd '[:print:]' || true
 }
 
 in_sentinel_group() { [[ " ${SENTINEL[*]} " == *" $1 "* ]]; }
@@ -218,10 +240,87 @@ start_etcd() {
 	echo $! >"$dir/pid"
 }
 
+# mysql_tree: unpack Debian sid's mysql-server-core and all it needs into MYSQL_ROOT, unless
+# an earlier `up` did.
+mysql_tree() {
+	[[ -e $MYSQL_ROOT/.ready ]] && return 0
+	[[ $(id -u) -eq 0 ]] || die "mysql: needs root (chroot, mknod)"
+	command -v dpkg-deb >/dev/null || die "mysql: needs dpkg-deb and apt-get (a Debian host)"
+	local cache=$RUN_DIR/mysql/cache a deb tmp=$MYSQL_ROOT.tmp l
+	a=$cache/apt
+	mkdir -p "$a/lists/partial" "$cache/debs/partial"
+	: >"$a/status" # an empty package status: apt resolves every dependency
+	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${SERVICES_DEBIAN_MIRROR:-http://deb.debian.org/debian} sid main" >"$a/sources.list"
+	local apt=(apt-get -q -o Dir::Etc::SourceList="$a/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o Dir::Etc::Preferences=/dev/null -o Dir::Etc::PreferencesParts=/dev/null
+		-o Dir::State::Lists="$a/lists" -o Dir::State::status="$a/status"
+		-o Dir::Cache::Archives="$cache/debs" -o Dir::Cache::pkgcache="$a/pkgcache.bin" -o Dir::Cache::srcpkgcache="$a/srcpkgcache.bin"
+		-o APT::Architecture=amd64 -o APT::Architectures::=amd64 -o Acquire::Languages=none
+		-o APT::Install-Recommends=false -o Debug::NoLocking=true -o Acquire::Retries=3
+		-o Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false
+		-o Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false)
+	log "mysql: downloading Debian sid's mysql-server-core and its dependencies into $cache"
+	"${apt[@]}" -qq update 2>&1 | grep -v -e DirectoryExists -e 'Unable to read /dev/null' >&2 || true
+	"${apt[@]}" -y -qq --download-only install mysql-server-core 2>&1 |
+		grep -v -e DirectoryExists -e 'Unable to read /dev/null' >&2 || true
+	# The packages of this resolution: the lines "Inst NAME (VERSION ..." of a simulated install.
+	local debs=() name version
+	while read -r name version; do
+		deb=$(compgen -G "$cache/debs/${name}_${version//:/%3a}_*.deb" | head -n1) || true
+		[[ -n $deb ]] || die "mysql: $name $version was not downloaded"
+		debs+=("$deb")
+	done < <("${apt[@]}" -s install mysql-server-core 2>/dev/null | awk '$1 == "Inst" {print $2, $3}' | tr -d '(')
+	((${#debs[@]} > 10)) || die "mysql: apt could not resolve mysql-server-core in Debian sid"
+	rm -rf --one-file-system "$tmp"
+	mkdir -p "$tmp"
+	log "mysql: unpacking ${#debs[@]} packages into $MYSQL_ROOT"
+	for deb in "${debs[@]}"; do dpkg-deb -x "$deb" "$tmp"; done
+	# What base-files and dpkg would have made: the merged-/usr links, a few devices, /tmp, root.
+	for l in bin sbin lib lib64; do [[ -e $tmp/usr/$l ]] && ln -sfn "usr/$l" "$tmp/$l"; done
+	mkdir -p "$tmp/dev" "$tmp/tmp" "$tmp/etc"
+	chmod 1777 "$tmp/tmp"
+	mknod -m 666 "$tmp/dev/null" c 1 3
+	mknod -m 666 "$tmp/dev/zero" c 1 5
+	mknod -m 666 "$tmp/dev/random" c 1 8
+	mknod -m 666 "$tmp/dev/urandom" c 1 9
+	echo 'root:x:0:0:root:/root:/bin/sh' >"$tmp/etc/passwd"
+	echo 'root:x:0:' >"$tmp/etc/group"
+	printf '127.0.0.1\tlocalhost\n::1\tlocalhost\n' >"$tmp/etc/hosts"
+	chroot "$tmp" /usr/sbin/mysqld --version >/dev/null || die "mysql: mysqld does not run in $tmp"
+	rm -rf --one-file-system "$MYSQL_ROOT"
+	mv "$tmp" "$MYSQL_ROOT"
+	touch "$MYSQL_ROOT/.ready"
+}
+
+# start_mysql: mysqld chrooted in MYSQL_ROOT, its data directory initialized on the first start
+# (root@localhost with no password), no binary log, no X protocol port.
+start_mysql() {
+	local dir=$RUN_DIR/mysql state=/srv/mysql
+	port_taken "$MYSQL_PORT" && die "mysql: port $MYSQL_PORT is taken by a process this script did not start (ss -ltnp)"
+	mysql_tree
+	mkdir -p "$MYSQL_ROOT$state/run" "$MYSQL_ROOT$state/files"
+	chmod 700 "$MYSQL_ROOT$state/files"
+	if [[ ! -d $MYSQL_ROOT$state/data/mysql ]]; then
+		log "mysql: initializing its data directory ($(chroot "$MYSQL_ROOT" /usr/sbin/mysqld --version | sed 's/^.*Ver //'))"
+		rm -rf --one-file-system "$MYSQL_ROOT$state/data"
+		chroot "$MYSQL_ROOT" /usr/sbin/mysqld --no-defaults --initialize-insecure --user=root \
+			--datadir=$state/data --log-error=$state/init.log ||
+			{ cat "$MYSQL_ROOT$state/init.log" >&2; die "mysql: mysqld --initialize-insecure failed"; }
+	fi
+	ln -sfn "$MYSQL_ROOT$state/error.log" "$dir/mysqld.log"
+	# --user=root: mysqld refuses to run as root without it. setsid: it outlives this shell.
+	setsid chroot "$MYSQL_ROOT" /usr/sbin/mysqld --no-defaults --user=root --datadir=$state/data \
+		--port="$MYSQL_PORT" --bind-address=127.0.0.1 --socket=$state/run/mysqld.sock \
+		--pid-file=$state/run/mysqld.pid --log-error=$state/error.log --mysqlx=OFF \
+		--secure-file-priv=$state/files --disable-log-bin </dev/null >/dev/null 2>&1 &
+	echo $! >"$dir/pid" # chroot execs mysqld: the same process
+}
+
 cmd_up() {
 	local name i redis=0 zk=0 etcd=0
 	for name in "$@"; do
-		case $name in redis-* | sentinel-*) redis=1 ;; zookeeper) zk=1 ;; etcd) etcd=1 ;; esac
+		case $name in redis-* | sentinel-*) redis=1 ;; zookeeper) zk=1 ;; etcd) etcd=1 ;; mysql) mkdir -p "$RUN_DIR/mysql" ;; esac
 	done
 	((redis)) && ensure_pkg redis-server redis-server
 	((redis)) && ensure_pkg redis-cli redis-tools
@@ -246,6 +345,7 @@ cmd_up() {
 		sentinel-*) start_sentinel "$name" ;;
 		zookeeper) start_zookeeper ;;
 		etcd) start_etcd ;;
+		mysql) start_mysql ;;
 		esac
 	done
 	for name in ${start[@]+"${start[@]}"}; do
@@ -351,6 +451,7 @@ cmd_status() {
 		redis-* | sentinel-*) addr=127.0.0.1:${name#*-} ;;
 		zookeeper) addr=127.0.0.1:$ZK_PORT ;;
 		etcd) addr=127.0.0.1:$ETCD_PORT ;;
+		mysql) addr=127.0.0.1:$MYSQL_PORT ;;
 		esac
 		if ! alive "$name" && answers "$name"; then
 			state="ready (not started by this script)"
@@ -362,6 +463,8 @@ cmd_status() {
 			if [[ $name == etcd ]]; then
 				version=$(etcd_get /version | sed -n 's/.*"etcdserver":"\([^"]*\)".*/etcd \1/p')
 				state="ready${version:+ ($version)}"
+			elif [[ $name == mysql ]]; then
+				state="ready (MySQL $(mysql_greeting))"
 			elif [[ $name == zookeeper ]]; then
 				version=$(zk_command srvr | sed -n 's/^Zookeeper version: \([^-,]*\).*/ZooKeeper \1/p')
 				state="ready${version:+ ($version)}"
@@ -387,7 +490,7 @@ for n in "$@"; do
 done
 ((${#names[@]})) || names=("${ALL[@]}")
 for n in "${names[@]}"; do
-	[[ " ${ALL[*]} ${SENTINEL[*]} " == *" $n "* ]] || die "unknown server $n (one of: ${ALL[*]}; sentinel: ${SENTINEL[*]})"
+	[[ " ${ALL[*]} mysql ${SENTINEL[*]} " == *" $n "* ]] || die "unknown server $n (one of: ${ALL[*]} mysql; sentinel: ${SENTINEL[*]})"
 done
 case $cmd in
 up) cmd_up "${names[@]}" ;;
@@ -395,7 +498,7 @@ down) cmd_down "${names[@]}" ;;
 status) cmd_status "${names[@]}" ;;
 failover) cmd_failover ;;
 *)
-	echo "usage: $0 up|down|status [redis-7001 ... redis-7005 zookeeper etcd | sentinel | ${SENTINEL[*]}]; $0 failover" >&2
+	echo "usage: $0 up|down|status [redis-7001 ... redis-7005 zookeeper etcd | mysql | sentinel | ${SENTINEL[*]}]; $0 failover" >&2
 	exit 2
 	;;
 esac

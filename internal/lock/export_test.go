@@ -47,3 +47,10 @@ func LoseGrantReplies(s *MySQLLocks, armed *atomic.Bool) {
 	}
 	s.sql = &stmts
 }
+
+// PollGetLocks makes s wait in GET_LOCK as on MySQL (the server whole seconds, the rest
+// polled), whatever the server, and run polled before each poll.
+func PollGetLocks(s *MySQLGetLocks, polled func()) {
+	s.flavour.Store(flavourSeconds)
+	s.polled = polled
+}

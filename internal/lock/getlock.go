@@ -7,7 +7,9 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -47,6 +49,9 @@ const getLockForever = 365 * 24 * time.Hour
 type MySQLGetLocks struct {
 	db      *sql.DB
 	process string
+
+	flavour atomic.Int32 // flavourUnknown until asked: does GET_LOCK wait a fraction of a second
+	polled  func()       // the tests' hook, run before each polling GET_LOCK; nil outside tests
 }
 
 // NewMySQLGetLocks returns the MySQLGetLocks of process (NewProcessID() when empty) on db, a
@@ -97,9 +102,11 @@ func (l *MySQLGetLock) TryLock(ctx context.Context, lease time.Duration) (bool, 
 	return l.get(ctx, 0)
 }
 
-// TryLockWait is TryLock that lets the server wait for the lock: GET_LOCK(name, wait) in
-// seconds (with a fraction; MariaDB honours it, MySQL 8's documentation speaks of seconds
-// only), no longer than ctx's deadline. It reports false, nil when wait runs out; wait == 0
+// TryLockWait is TryLock that lets the server wait for the lock: GET_LOCK(name, wait), no
+// longer than ctx's deadline. MariaDB waits a fraction of a second as asked; MySQL reads the
+// timeout as whole seconds (GET_LOCK(name, 0.3) gives up at once on MySQL 9.7), so there the
+// server waits the whole seconds and the rest is polled with GET_LOCK(name, 0), every 5 ms
+// at first and at most every 50 ms. It reports false, nil when wait runs out; wait == 0
 // tries once, wait < 0 waits as long as ctx allows. When ctx ends first the driver closes
 // the connection, which ends the server's wait, and TryLockWait returns ctx's error.
 func (l *MySQLGetLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
@@ -129,8 +136,7 @@ func (l *MySQLGetLock) get(ctx context.Context, wait time.Duration) (bool, error
 		}
 		sess = &getLockSession{conn: conn}
 	}
-	var got sql.NullInt64
-	err := sess.conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, wait.Seconds()).Scan(&got)
+	got, err := l.getWaiting(ctx, sess.conn, wait)
 	switch {
 	case err != nil || !got.Valid: // NULL: an error, or the session was killed
 		if err == nil {
@@ -154,6 +160,66 @@ func (l *MySQLGetLock) get(ctx context.Context, wait time.Duration) (bool, error
 	}
 	return true, nil
 }
+
+// getWaiting runs GET_LOCK on conn until it answers other than 0 or wait has passed: one
+// statement where the server waits all of wait (MariaDB, or whole seconds), else the whole
+// seconds on the server and the rest polled.
+func (l *MySQLGetLock) getWaiting(ctx context.Context, conn *sql.Conn, wait time.Duration) (sql.NullInt64, error) {
+	end := time.Now().Add(wait)
+	var arg any = wait.Seconds()
+	if wait > 0 && !l.s.fractions(ctx, conn) {
+		arg = int64(wait / time.Second)
+	}
+	var got sql.NullInt64
+	err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, arg).Scan(&got)
+	for step := 5 * time.Millisecond; err == nil && got.Valid && got.Int64 == 0; step = min(2*step, 50*time.Millisecond) {
+		left := time.Until(end)
+		if left <= 0 {
+			break
+		}
+		t := time.NewTimer(min(step, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return got, ctx.Err()
+		case <-t.C:
+		}
+		if l.s.polled != nil {
+			l.s.polled()
+		}
+		err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", l.name).Scan(&got)
+	}
+	return got, err
+}
+
+// fractions reports whether the server waits a fraction of a second in GET_LOCK: MariaDB
+// does, MySQL does not. Asked once, on conn; until a VERSION() is answered it reports false,
+// whose whole seconds and polling are right on either server.
+func (s *MySQLGetLocks) fractions(ctx context.Context, conn *sql.Conn) bool {
+	switch s.flavour.Load() {
+	case flavourFractions:
+		return true
+	case flavourSeconds:
+		return false
+	}
+	var version string
+	if err := conn.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return false
+	}
+	f := int32(flavourSeconds)
+	if strings.Contains(version, "MariaDB") {
+		f = flavourFractions
+	}
+	s.flavour.Store(f)
+	return f == flavourFractions
+}
+
+// The answers of MySQLGetLocks.flavour.
+const (
+	flavourUnknown = iota
+	flavourFractions
+	flavourSeconds
+)
 
 // Unlock runs RELEASE_LOCK(name) on the calling goroutine's connection and, after the last
 // hold, gives the connection back to the pool. It returns an error wrapping ErrNotHeld when

@@ -5,8 +5,10 @@ package lock_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,6 +100,42 @@ func TestGetLockTryLockWait(t *testing.T) {
 		assert.ErrorIs(t, err, context.DeadlineExceeded)
 	}
 	require.NoError(t, holder.Unlock(ctx))
+}
+
+// TestGetLockPolledRemainder runs the wait as on MySQL, which reads GET_LOCK's timeout as
+// whole seconds: a 400 ms wait is all polled. The holder releases just before the first poll
+// (the hook), and that poll takes the lock.
+func TestGetLockPolledRemainder(t *testing.T) {
+	db := getLockDB(t)
+	ctx := dbCtx(t)
+	a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
+	name := testenv.Unique("getlock-poll-")
+	release, released := make(chan struct{}), make(chan error)
+	go func() { // the holder's goroutine: a GET_LOCK belongs to its goroutine's session
+		holder := a.GetLock(name)
+		ok, err := holder.TryLock(ctx, 0)
+		if err == nil && !ok {
+			err = errors.New("holder: not acquired")
+		}
+		released <- err
+		<-release
+		released <- holder.Unlock(ctx)
+	}()
+	require.NoError(t, <-released)
+
+	var polls atomic.Int32
+	lock.PollGetLocks(b, func() {
+		if polls.Add(1) == 1 {
+			close(release)
+			require.NoError(t, <-released)
+		}
+	})
+	waiter := b.GetLock(name)
+	ok, err := waiter.TryLockWait(ctx, 400*time.Millisecond, 0)
+	require.NoError(t, err)
+	require.True(t, ok, "the lock was free at the first poll")
+	assert.Equal(t, int32(1), polls.Load(), "taken at the first poll, after the release")
+	require.NoError(t, waiter.Unlock(ctx))
 }
 
 // TestGetLockFreedWithItsConnection kills the holder's connection, as a crash or a network

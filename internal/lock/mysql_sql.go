@@ -13,7 +13,7 @@ import (
 // SQLDialect names the SQL dialect of the database a MySQLLock's table lives in.
 type SQLDialect string
 
-// The dialects MySQLLocks speak: MySQL 8 / MariaDB 10.11, and SQLite (the embedded database).
+// The dialects MySQLLocks speak: MySQL / MariaDB, and SQLite (the embedded database).
 // Their values are the migrations package's dialect names, so a database.DB's Dialect
 // converts with SQLDialect(db.Dialect).
 const (
