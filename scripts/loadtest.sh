@@ -9,8 +9,9 @@
 # (started fresh, stopped at the end, unless SECKILL_REDIS_ADDR is set), adds k6's flash peak,
 # and the verifier first waits for the stream writers to drain, then adds the asynchronous
 # checks: every 202 one row and "created" on GET /api/orders/{id}, Redis stock + pending +
-# orders = initial stock, nothing dead-lettered. KILL=1 (async only) freezes and then kills -9
-# instance 2 in the middle of the sell-out: its delivered, unacknowledged orders must be claimed
+# orders = initial stock, nothing dead-lettered. KILL=1 (async only) freezes instance 2 in the
+# middle of the sell-out and kills -9 it once it holds delivered, unacknowledged orders (see
+# kill_instance): they must be claimed
 # and written by instance 1; k6 retries the requests the kill cut off (RETRIES, default 3).
 #
 # Settings (environment; the Makefile passes its variables of the same names):
@@ -141,18 +142,40 @@ if [[ ${DASHBOARD:-0} == 1 ]]; then
 	export K6_WEB_DASHBOARD=true K6_WEB_DASHBOARD_HOST=127.0.0.1 K6_WEB_DASHBOARD_EXPORT=$OUT/dashboard.html
 fi
 # kill_instance: in the middle of the sell-out (k6 starts it DURATION+3 s after its start),
-# SIGSTOP instance 2, then SIGKILL it a second later. Frozen, its writer still holds what it
-# had read, and Redis keeps handing new entries to its blocked XREADGROUP: so the kill lands
-# while it holds delivered, unacknowledged orders, which instance 1 must claim.
+# SIGSTOP instance 2 and SIGKILL it once its writer holds delivered, unacknowledged orders,
+# which instance 1 must then claim. Frozen while it waits in XREADGROUP, it is handed the next
+# orders admitted (by instance 1) within moments. Frozen anywhere else (between two reads: a
+# few microseconds on a quiet machine, but as long as the instance waits for a core on a busy
+# one) it is handed nothing and holds nothing, and the claim would go untested: then it is let
+# run for 0.1 s and frozen again, up to 10 times; the verdict's claim check fails if every try
+# missed.
 kill_instance() {
-	local run_dir=${CLUSTER_RUN_DIR:-$ROOT/run/cluster} pid
+	local run_dir=${CLUSTER_RUN_DIR:-$ROOT/run/cluster} pid held=0 try i
 	sleep $((DURATION + 3 + DURATION / 2 + 1))
 	pid=$(cat "$run_dir/seckill-2.pid")
 	tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q bin/seckill || { echo "loadtest: instance 2 (pid $pid) is not running" >&2; return 1; }
-	kill -STOP "$pid"
-	sleep 1
+	for ((try = 1; try <= 10; try++)); do
+		kill -STOP "$pid"
+		for ((i = 0; i < 10; i++)); do
+			sleep 0.1
+			held=$(held_by "$pid")
+			((held > 0)) && break 2
+		done
+		kill -CONT "$pid"
+		sleep 0.1
+	done
 	kill -KILL "$pid"
-	echo "== killed instance 2 (pid $pid): SIGSTOP, 1 s, SIGKILL at $(date -u +%T)"
+	echo "== killed instance 2 (pid $pid): SIGSTOP, SIGKILL at $(date -u +%T) holding $held delivered, unacknowledged orders (freeze $((try > 10 ? 10 : try)) of at most 10)"
+}
+
+# held_by PID: the entries delivered to the writer of the instance with that pid and not
+# acknowledged, over every voucher's stream (its consumer name is host-PID-random).
+held_by() {
+	local addr=${SECKILL_REDIS_ADDR:-127.0.0.1:6379} key
+	local cli=(redis-cli -h "${addr%:*}" -p "${addr##*:}")
+	"${cli[@]}" --scan --pattern 'seckill:{voucher:*}:stream' | while read -r key; do
+		"${cli[@]}" xinfo consumers "$key" seckill-writers # async.DefaultGroup
+	done | awk -v pid="-$1-" 'prev == "name" { mine = index($0, pid) > 0 } prev == "pending" && mine { n += $0 } { prev = $0 } END { print n + 0 }'
 }
 kill_pid=""
 if [[ $KILL == 1 ]]; then
