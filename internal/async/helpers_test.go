@@ -96,13 +96,18 @@ func (f *fixture) rows(voucherID int64) map[int64]int64 {
 	return b.Orders
 }
 
-// eventually waits, up to 20 s, until cond holds.
+// eventuallyBound is how long eventually waits: a bound on liveness, not a speed claim. It is
+// wide because the suites run with -race, many packages at once, on two cores: a batch that
+// takes 5 s on a quiet machine took over 20 s in a CI run.
+const eventuallyBound = 60 * time.Second
+
+// eventually waits, up to eventuallyBound, until cond holds.
 func (f *fixture) eventually(what string, cond func() bool) {
 	f.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(eventuallyBound)
 	for !cond() {
 		if time.Now().After(deadline) {
-			f.t.Fatalf("not within 20 s: %s", what)
+			f.t.Fatalf("not within %s: %s", eventuallyBound, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
