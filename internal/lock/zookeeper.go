@@ -81,6 +81,8 @@ type zkHooks struct {
 	watching func(node, predecessor string)
 	// woke reports a waiter's watch firing.
 	woke func(node string, ev zk.Event)
+	// sessionEvent sees each session event before the client records it.
+	sessionEvent func(state zk.State)
 }
 
 // NewZooKeeperClient connects to the ZooKeeper ensemble at addrs (host:port) and waits until
@@ -143,9 +145,16 @@ func newZooKeeperClient(ctx context.Context, addrs []string, opts ZooKeeperOptio
 		if ev.State == zk.StateHasSession {
 			<-ready
 			id = conn.SessionID()
-			once.Do(func() { close(established) })
+		}
+		if hooks.sessionEvent != nil {
+			hooks.sessionEvent(ev.State)
 		}
 		c.sess.event(ev.State, id)
+		if ev.State == zk.StateHasSession {
+			// After the session is recorded: the client is Connected once
+			// NewZooKeeperClient returns, so a readiness check made at once passes.
+			once.Do(func() { close(established) })
+		}
 	}
 	dial := net.DialTimeout
 	if hooks.dial != nil {

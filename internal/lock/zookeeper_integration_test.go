@@ -76,6 +76,29 @@ func zkTake(t *testing.T, l *ZooKeeperLock) {
 	require.True(t, ok, "lock not free")
 }
 
+// TestZooKeeperConnectedOnReturn: a client is Connected as soon as NewZooKeeperClient returns.
+// The hook holds the recording of the session's first event back until the client has
+// returned (or 300 ms): a client that returns before it records the session reports itself
+// not connected, as a readiness check made at once found in a CI run.
+func TestZooKeeperConnectedOnReturn(t *testing.T) {
+	returned := make(chan struct{})
+	var once sync.Once
+	c := newZKTestClient(t, zkTestRoot(t), zkHooks{sessionEvent: func(state zk.State) {
+		if state != zk.StateHasSession {
+			return
+		}
+		once.Do(func() {
+			select {
+			case <-returned:
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}})
+	connected := c.Connected()
+	close(returned)
+	assert.True(t, connected, "not Connected when NewZooKeeperClient returned")
+}
+
 // TestZooKeeperMutualExclusion: goroutines of two processes take one lock in turn; never two
 // hold it at once, and every grant's token is larger than the one before.
 func TestZooKeeperMutualExclusion(t *testing.T) {
