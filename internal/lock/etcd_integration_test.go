@@ -250,6 +250,12 @@ func TestEtcdLeaseLostIsReported(t *testing.T) {
 	assert.Greater(t, b.Token(), token, "the next grant's token")
 	require.NoError(t, b.Unlock(ctx))
 
+	// Without a lease an acquisition fails at once (fail closed); the client grants a new one
+	// in the background, which a loaded machine may not have done yet.
+	require.Eventually(t, func() bool {
+		l, _, _, err := ca.current()
+		return err == nil && l != lease
+	}, 10*time.Second, 10*time.Millisecond, "the client never got a new lease")
 	require.NoError(t, a.Lock(ctx), "the client takes locks again with its new lease")
 	require.NoError(t, a.Unlock(ctx))
 }
