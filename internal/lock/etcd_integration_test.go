@@ -6,13 +6,11 @@ import (
 	"context"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -28,11 +26,6 @@ import (
 // client declares a lease lost after 2/3 of it without a renewal answered) do not end holds
 // the tests expect to keep. TestEtcdLeaseLostIsReported ends one on purpose.
 const etcdTestTTL = DefaultEtcdLeaseTTL
-
-// etcdTestPrefix returns a key prefix of the test's own.
-func etcdTestPrefix(t *testing.T) string {
-	return "/seckill-test/" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + uuid.NewString()[:8]
-}
 
 // newEtcdTestClient connects a client (one "process") under prefix, failing t with the way
 // to start etcd when none answers.
@@ -66,7 +59,7 @@ func etcdKeys(t *testing.T, prefix string) int64 {
 // TestEtcdMutualExclusion: two clients, eight goroutines each, one lock: never two holders at
 // once, every grant's token larger than the one before, no key left behind.
 func TestEtcdMutualExclusion(t *testing.T) {
-	prefix := etcdTestPrefix(t)
+	prefix := serverTestRoot(t)
 	clients := []*EtcdClient{newEtcdTestClient(t, prefix, etcdHooks{}), newEtcdTestClient(t, prefix, etcdHooks{})}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -106,7 +99,7 @@ func TestEtcdMutualExclusion(t *testing.T) {
 // leaves no key of its own; a bounded wait reports false when it runs out, a cancelled one
 // ctx's error, both without a key left.
 func TestEtcdTryLockDoesNotWait(t *testing.T) {
-	prefix := etcdTestPrefix(t)
+	prefix := serverTestRoot(t)
 	a := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
 	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
 	ctx := context.Background()
@@ -141,7 +134,7 @@ func TestEtcdTryLockDoesNotWait(t *testing.T) {
 // TestEtcdReentrant: the holder takes the lock again at once, keeps its token, and releases it
 // only at its last Unlock; one Unlock more is ErrNotHeld.
 func TestEtcdReentrant(t *testing.T) {
-	prefix := etcdTestPrefix(t)
+	prefix := serverTestRoot(t)
 	a := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
 	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
 	ctx := context.Background()
@@ -169,7 +162,7 @@ func TestEtcdReentrant(t *testing.T) {
 // TestEtcdWaitersWatchTheirPredecessor: three waiters queue behind a holder; each watches the
 // key created just before its own (no herd), and they get the lock in the order they queued.
 func TestEtcdWaitersWatchTheirPredecessor(t *testing.T) {
-	prefix := etcdTestPrefix(t)
+	prefix := serverTestRoot(t)
 	watched := make(chan [2]string, 16)
 	holder := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("hot")
 	waiters := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{watching: func(me, pred string) { watched <- [2]string{me, pred} }}))
@@ -221,7 +214,7 @@ func TestEtcdWaitersWatchTheirPredecessor(t *testing.T) {
 // expire it after a pause): Lost closes, Unlock is ErrNotHeld, another owner gets the lock with
 // a larger token, and the client goes on with a new lease.
 func TestEtcdLeaseLostIsReported(t *testing.T) {
-	prefix := etcdTestPrefix(t)
+	prefix := serverTestRoot(t)
 	ca := newEtcdTestClient(t, prefix, etcdHooks{})
 	a := NewEtcdLocks(ca).EtcdLock("u1")
 	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
@@ -264,7 +257,7 @@ func TestEtcdLeaseLostIsReported(t *testing.T) {
 // asks again and finds its key (named by lease and owner) instead of leaving it orphaned: the
 // retry holds the lock with that key's revision, and Unlock deletes it.
 func TestEtcdLostReplyFoundAgain(t *testing.T) {
-	prefix := etcdTestPrefix(t)
+	prefix := serverTestRoot(t)
 	c := newEtcdTestClient(t, prefix, etcdHooks{})
 	l := NewEtcdLocks(c).EtcdLock("u1")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -295,7 +288,7 @@ func TestEtcdFrozenServer(t *testing.T) {
 	srv := testenv.StartEtcd(t)
 	ctx := context.Background()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, err := NewEtcdClient(cctx, []string{srv.Addr}, EtcdOptions{LeaseTTL: ttl, Prefix: etcdTestPrefix(t)})
+	c, err := NewEtcdClient(cctx, []string{srv.Addr}, EtcdOptions{LeaseTTL: ttl, Prefix: serverTestRoot(t)})
 	cancel()
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -37,8 +37,9 @@ func zkTestAddr() string {
 	return "127.0.0.1:2181"
 }
 
-// zkTestRoot returns a root node of the test's own.
-func zkTestRoot(t *testing.T) string {
+// serverTestRoot returns a path of the test's own, under which a test of the ZooKeeper or
+// etcd lock keeps its nodes or keys.
+func serverTestRoot(t *testing.T) string {
 	return "/seckill-test/" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()) + "-" + uuid.NewString()[:8]
 }
 
@@ -83,7 +84,7 @@ func zkTake(t *testing.T, l *ZooKeeperLock) {
 func TestZooKeeperConnectedOnReturn(t *testing.T) {
 	returned := make(chan struct{})
 	var once sync.Once
-	c := newZKTestClient(t, zkTestRoot(t), zkHooks{sessionEvent: func(state zk.State) {
+	c := newZKTestClient(t, serverTestRoot(t), zkHooks{sessionEvent: func(state zk.State) {
 		if state != zk.StateHasSession {
 			return
 		}
@@ -102,7 +103,7 @@ func TestZooKeeperConnectedOnReturn(t *testing.T) {
 // TestZooKeeperMutualExclusion: goroutines of two processes take one lock in turn; never two
 // hold it at once, and every grant's token is larger than the one before.
 func TestZooKeeperMutualExclusion(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	clients := []*ZooKeeperClient{newZKTestClient(t, root, zkHooks{}), newZKTestClient(t, root, zkHooks{})}
 	const perClient, rounds = 6, 10
 	var inside, maxInside, grants atomic.Int64
@@ -150,7 +151,7 @@ func TestZooKeeperMutualExclusion(t *testing.T) {
 // TestZooKeeperNoHerd: with N waiters queued, each release wakes exactly one of them, the
 // one whose predecessor it deleted, and no waiter ever sets a second watch.
 func TestZooKeeperNoHerd(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	var mu sync.Mutex
 	watches, wakes := 0, 0
 	hooks := zkHooks{
@@ -217,7 +218,7 @@ func loseReplies(n int32) func(string, error) (string, error) {
 // no node is orphaned, whether the lock is free, held elsewhere, or the caller gives up.
 func TestZooKeeperLostCreateReply(t *testing.T) {
 	t.Run("free", func(t *testing.T) {
-		root := zkTestRoot(t)
+		root := serverTestRoot(t)
 		c := newZKTestClient(t, root, zkHooks{created: loseReplies(1)})
 		l := NewZooKeeperLocks(c).ZooKeeperLock("lost-reply")
 		zkTake(t, l)
@@ -233,7 +234,7 @@ func TestZooKeeperLostCreateReply(t *testing.T) {
 		assert.Empty(t, zkChildren(t, c, l.Path()), "node orphaned")
 	})
 	t.Run("held elsewhere", func(t *testing.T) {
-		root := zkTestRoot(t)
+		root := serverTestRoot(t)
 		holder := NewZooKeeperLocks(newZKTestClient(t, root, zkHooks{})).ZooKeeperLock("lost-reply")
 		zkTake(t, holder)
 		c := newZKTestClient(t, root, zkHooks{created: loseReplies(1)})
@@ -246,7 +247,7 @@ func TestZooKeeperLostCreateReply(t *testing.T) {
 	t.Run("caller gave up", func(t *testing.T) {
 		// The create is done by the server, but its reply comes only after the caller's
 		// context ended: the node made for nobody must be deleted.
-		root := zkTestRoot(t)
+		root := serverTestRoot(t)
 		made := make(chan string, 1)
 		answer := make(chan struct{})
 		c := newZKTestClient(t, root, zkHooks{created: func(p string, err error) (string, error) {
@@ -275,7 +276,7 @@ func TestZooKeeperLostCreateReply(t *testing.T) {
 // TestZooKeeperReentrant: the holder takes the lock again without a new node; only its last
 // Unlock lets another process in; another goroutine cannot release it.
 func TestZooKeeperReentrant(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	ca := newZKTestClient(t, root, zkHooks{})
 	a := NewZooKeeperLocks(ca).ZooKeeperLock("reentrant")
 	b := NewZooKeeperLocks(newZKTestClient(t, root, zkHooks{})).ZooKeeperLock("reentrant")
@@ -306,7 +307,7 @@ func TestZooKeeperReentrant(t *testing.T) {
 // TestZooKeeperGivingUp: a wait that runs out reports false, nil and a context that ends
 // returns its error; neither leaves a node.
 func TestZooKeeperGivingUp(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	holder := NewZooKeeperLocks(newZKTestClient(t, root, zkHooks{})).ZooKeeperLock("give-up")
 	zkTake(t, holder)
 	c := newZKTestClient(t, root, zkHooks{})
@@ -328,7 +329,7 @@ func TestZooKeeperGivingUp(t *testing.T) {
 // TestZooKeeperTokenAcrossParents: the parent node goes when its last child does (it is a
 // container) and the sequence numbers start again under the new one; the token still grows.
 func TestZooKeeperTokenAcrossParents(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	c := newZKTestClient(t, root, zkHooks{})
 	l := NewZooKeeperLocks(c).ZooKeeperLock("parents")
 	var tokens []int64
@@ -347,7 +348,7 @@ func TestZooKeeperTokenAcrossParents(t *testing.T) {
 
 // TestZooKeeperClose: closing the client ends its holds and deletes its nodes at once.
 func TestZooKeeperClose(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	a := newZKTestClient(t, root, zkHooks{})
 	la := NewZooKeeperLocks(a).ZooKeeperLock("close")
 	zkTake(t, la)
@@ -367,7 +368,7 @@ func TestZooKeeperClose(t *testing.T) {
 // The holder is told on Lost, its Unlock returns ErrNotHeld, another process takes the lock
 // with a larger token, and a waiter of the expired session queues again in the new one.
 func TestZooKeeperSessionExpiry(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	tap := &zkTap{}
 	watching := make(chan struct{}, 1)
 	a := newZKTestClient(t, root, zkHooks{dial: tap.dial, watching: func(string, string) {
@@ -530,7 +531,7 @@ func zkExpire(t *testing.T, addr string, id int64, passwd []byte) {
 // TestZooKeeperNoTokens: with ZooKeeperOptions.NoTokens the lock still excludes, and hands
 // out no token (Token stays 0, which it is only when the czxid was not learnt).
 func TestZooKeeperNoTokens(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	connect := func() *ZooKeeperClient {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -557,7 +558,7 @@ func TestZooKeeperNoTokens(t *testing.T) {
 // mzxid after the SetData beside the create) is its node's czxid, for a first grant, for one
 // after the parent was gone, and for a grant that queued behind another holder.
 func TestZooKeeperTokenIsCzxid(t *testing.T) {
-	root := zkTestRoot(t)
+	root := serverTestRoot(t)
 	queued := make(chan struct{})
 	var once sync.Once
 	c := newZKTestClient(t, root, zkHooks{watching: func(string, string) { once.Do(func() { close(queued) }) }})
