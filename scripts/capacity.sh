@@ -57,15 +57,8 @@ export SECKILL_LOCK=${LOCK:-redis} SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN
 # listener_pid PORT: the process listening on 127.0.0.1:PORT (a shared server: read, never touched).
 listener_pid() { ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1; }
 
-# ticks PID...: user+system CPU time of the processes, in clock ticks (0 for one that is gone).
-ticks() {
-	local t=0 p
-	for p in "$@"; do
-		[[ -r /proc/$p/stat ]] || continue
-		t=$((t + $(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat")))
-	done
-	echo "$t"
-}
+# shellcheck source=ticks.sh
+source scripts/ticks.sh
 machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
 
 # The process groups whose CPU is sampled: name → pids.

@@ -72,6 +72,8 @@ machine() { uptime | sed 's/.*load average/load average/'; }
 cleanup() { scripts/cluster.sh down >/dev/null 2>&1 || true; }
 # shellcheck source=own-redis.sh
 source scripts/own-redis.sh
+# shellcheck source=ticks.sh
+source scripts/ticks.sh
 trap 'cleanup; own_redis_stop' EXIT
 [[ -n ${SECKILL_REDIS_ADDR:-} ]] || own_redis_start scaling "${SCALING_REDIS_PORT:-16389}" "$OUT/redis"
 REDIS_ADDR=$SECKILL_REDIS_ADDR
@@ -95,12 +97,9 @@ up() {
 # docs/loadtest.md, Scaling). The 503s nginx's gate sheds never reach an instance, so they are
 # not counted in.
 instance_cpu() {
-	local t=0 f p
-	for f in "$RUN"/seckill-*.pid; do
-		p=$(<"$f")
-		[[ -r /proc/$p/stat ]] && t=$((t + $(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat")))
-	done
-	echo "$t"
+	local pids=() f
+	for f in "$RUN"/seckill-*.pid; do [[ -r $f ]] && pids+=("$(<"$f")"); done
+	ticks "${pids[@]}"
 }
 HZ=$(getconf CLK_TCK)
 
