@@ -15,8 +15,9 @@ test-integration:
 	$(GO) test -race -count=1 -tags integration ./...
 
 ## test-mysql: the suites that use the database, against Oracle's MySQL instead of MariaDB: MySQL on
-## 127.0.0.1:3307, started by scripts/services.sh (Debian unstable's mysql-server-core, unpacked into
-## run/services; needs root). The other servers as for test-integration
+## 127.0.0.1:3307, started by scripts/services.sh (Debian unstable's mysql-server-core, cached in
+## /var/cache/seckill/mysql and unpacked into run/services; needs root). The other servers as for
+## test-integration
 MYSQL_TEST_DSN ?= root:@tcp(127.0.0.1:3307)/
 MYSQL_TEST_PKGS = ./internal/api ./internal/app ./internal/async ./internal/database ./internal/order \
 	./internal/verdict ./internal/voucher ./migrations ./loadtest/harness

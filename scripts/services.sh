@@ -33,14 +33,19 @@
 # state is read or changed), downloads that package and every package it needs (about 60 MB, each
 # checked against sid's signed index with the host's debian-archive-keyring); they are
 # unpacked into a directory of their own, and mysqld runs chrooted in it, since sid's
-# binaries need a newer C library than Debian 12's. Needs root (chroot, mknod). The download
-# and the unpacked tree stay under the state directory for the next `up` (about 700 MB).
+# binaries need a newer C library than Debian 12's. Needs root (chroot, mknod). The unpacked
+# tree stays under the state directory for the next `up` (about 700 MB). The packages stay in a
+# cache of the machine's (SERVICES_MYSQL_CACHE), shared by every checkout, with the list of the
+# last resolution: a checkout made later on the same machine (a CI clone) downloads nothing,
+# and when sid cannot be read or cannot resolve mysql-server-core (sid is a moving target) `up`
+# says so and unpacks the packages resolved last time instead of failing.
 #
 # Settings (environment):
 #   SERVICES_RUN_DIR   state: one directory per server   (default <repo>/run/services)
 #   SERVICES_WAIT      seconds `up` waits for each server (default 60; the JVM is slow to start),
 #                      and `failover` for the switch
 #   SERVICES_MYSQL_PORT  the MySQL server's port (default 3307)
+#   SERVICES_MYSQL_CACHE the MySQL packages' cache (default /var/cache/seckill/mysql)
 #   SERVICES_SENTINEL_PORTS  the Sentinel group's ports: primary, replica, three sentinels
 #                      (default "7101 7102 27101 27102 27103"), so that tests and load tests can
 #                      run their own group beside the default one
@@ -55,6 +60,7 @@ ZK_JAR=/usr/share/java/zookeeper.jar
 ETCD_PORT=2379
 MYSQL_PORT=${SERVICES_MYSQL_PORT:-3307}
 MYSQL_ROOT=$RUN_DIR/mysql/root # the unpacked packages, mysqld's / ; its state under /srv/mysql
+MYSQL_CACHE=${SERVICES_MYSQL_CACHE:-/var/cache/seckill/mysql}
 ALL=()
 for p in "${REDIS_PORTS[@]}"; do ALL+=("redis-$p"); done
 ALL+=(zookeeper etcd)
@@ -246,8 +252,9 @@ mysql_tree() {
 	[[ -e $MYSQL_ROOT/.ready ]] && return 0
 	[[ $(id -u) -eq 0 ]] || die "mysql: needs root (chroot, mknod)"
 	command -v dpkg-deb >/dev/null || die "mysql: needs dpkg-deb and apt-get (a Debian host)"
-	local cache=$RUN_DIR/mysql/cache a deb tmp=$MYSQL_ROOT.tmp l
+	local cache=$MYSQL_CACHE a deb tmp=$MYSQL_ROOT.tmp l resolved
 	a=$cache/apt
+	resolved=$cache/resolved.txt
 	mkdir -p "$a/lists/partial" "$cache/debs/partial"
 	: >"$a/status" # an empty package status: apt resolves every dependency
 	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${SERVICES_DEBIAN_MIRROR:-http://deb.debian.org/debian} sid main" >"$a/sources.list"
@@ -260,18 +267,33 @@ mysql_tree() {
 		-o Acquire::IndexTargets::deb::DEP-11::DefaultEnabled=false
 		-o Acquire::IndexTargets::deb::DEP-11-icons-small::DefaultEnabled=false
 		-o Acquire::IndexTargets::deb::DEP-11-icons::DefaultEnabled=false)
-	log "mysql: downloading Debian sid's mysql-server-core and its dependencies into $cache"
+	local debs=() why=""
+	log "mysql: resolving Debian sid's mysql-server-core and its dependencies (packages cached in $cache)"
+	# A failed update keeps the index of the last one, if any: the resolution below then uses it.
 	"${apt[@]}" -qq update 2>&1 | grep -v -e DirectoryExists -e 'Unable to read /dev/null' >&2 || true
 	"${apt[@]}" -y -qq --download-only install mysql-server-core 2>&1 |
 		grep -v -e DirectoryExists -e 'Unable to read /dev/null' >&2 || true
 	# The packages of this resolution: the lines "Inst NAME (VERSION ..." of a simulated install.
-	local debs=() name version
+	local name version
 	while read -r name version; do
 		deb=$(compgen -G "$cache/debs/${name}_${version//:/%3a}_*.deb" | head -n1) || true
-		[[ -n $deb ]] || die "mysql: $name $version was not downloaded"
+		[[ -n $deb ]] || { why="$name $version was not downloaded"; break; }
 		debs+=("$deb")
 	done < <("${apt[@]}" -s install mysql-server-core 2>/dev/null | awk '$1 == "Inst" {print $2, $3}' | tr -d '(')
-	((${#debs[@]} > 10)) || die "mysql: apt could not resolve mysql-server-core in Debian sid"
+	[[ -n $why ]] || ((${#debs[@]} > 10)) || why="apt could not resolve mysql-server-core in Debian sid"
+	if [[ -z $why ]]; then
+		printf '%s\n' "${debs[@]}" >"$resolved.tmp" && mv "$resolved.tmp" "$resolved"
+		# Packages of earlier resolutions that this one replaced.
+		for deb in "$cache"/debs/*.deb; do grep -qxF "$deb" "$resolved" || rm -f "$deb"; done
+	else
+		# sid moves every day: a package that is briefly uninstallable, or a mirror out of reach,
+		# should not take the tests down on a machine that has a working set already.
+		debs=()
+		[[ -s $resolved ]] && mapfile -t debs <"$resolved"
+		for deb in "${debs[@]}"; do [[ -f $deb ]] || die "mysql: $why, and the cached $deb is gone"; done
+		((${#debs[@]} > 0)) || die "mysql: $why, and no earlier resolution is cached in $cache"
+		log "mysql: WARNING: $why; unpacking the ${#debs[@]} packages resolved on $(date -u -r "$resolved" +%FT%TZ) instead"
+	fi
 	rm -rf --one-file-system "$tmp"
 	mkdir -p "$tmp"
 	log "mysql: unpacking ${#debs[@]} packages into $MYSQL_ROOT"
