@@ -176,8 +176,11 @@ func acquireWait(ctx context.Context, l waitLock, lease time.Duration) (func(con
 		return nil, err
 	}
 	if !ok {
-		// GET_LOCK's server-side wait is bounded by ctx's deadline and may end a moment
-		// before it: that is the end of the run, not a failure.
+		// A wait cut by the end of the run, or (GET_LOCK's server-side wait is bounded by
+		// ctx's deadline) ending a moment before it: not a failure.
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		if d, has := ctx.Deadline(); has && time.Until(d) < 100*time.Millisecond {
 			<-ctx.Done()
 			return nil, ctx.Err()
