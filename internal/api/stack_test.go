@@ -162,7 +162,7 @@ func TestStackOrders(t *testing.T) {
 			alice, bob, carol, dave := s.users+1, s.users+2, s.users+3, s.users+4
 
 			// carol's lock is held by another owner (another process): her order must not proceed.
-			held := lock.NewSimpleRedisLocks(s.inst.Redis, lock.NewProcessID()).New(order.LockName(carol))
+			held := lock.NewSimpleRedisLocks(s.inst.Redis, lock.NewProcessID(), lock.SimpleRedisOptions{}).New(order.LockName(carol))
 			ok, err := held.TryLock(context.Background(), time.Minute)
 			require.NoError(t, err)
 			require.True(t, ok, "carol's lock was free")

@@ -53,3 +53,26 @@ func TestTokensMatchTheLocks(t *testing.T) {
 		})
 	}
 }
+
+// TestRedisGuardCountsGrantsOnlyWhenFenced: the redis guard's locks count their grants (the
+// token and its counter, a MULTI/EXEC) only when the orders are fenced; with fencing off a
+// lock is a bare SET NX PX and hands out no token.
+func TestRedisGuardCountsGrantsOnlyWhenFenced(t *testing.T) {
+	ctx := context.Background()
+	srv := testenv.EmbeddedRedis(t)
+	for _, fencing := range []bool{true, false} {
+		g, err := LockKinds["redis"].New(LockEnv{Ctx: ctx, Redis: srv.Client, Process: lock.NewProcessID(), Fencing: fencing})
+		require.NoError(t, err)
+		l := g.Locks.New(testenv.Unique("order:"))
+		ok, err := l.TryLock(ctx, time.Minute)
+		require.NoError(t, err)
+		require.True(t, ok)
+		token := l.(lock.Fenced).Token()
+		if fencing {
+			assert.Positive(t, token, "fencing on: the grant's token")
+		} else {
+			assert.Zero(t, token, "fencing off: no token")
+		}
+		require.NoError(t, l.Unlock(ctx))
+	}
+}

@@ -68,7 +68,7 @@ type LockKind struct {
 // LockKinds are the guards by name (SECKILL_LOCK's values).
 var LockKinds = map[string]LockKind{
 	"redis": {Safe: true, Tokens: true, New: func(env LockEnv) (Guard, error) {
-		return Guard{Locks: lock.NewSimpleRedisLocks(env.Redis, env.Process)}, nil
+		return Guard{Locks: lock.NewSimpleRedisLocks(env.Redis, env.Process, lock.SimpleRedisOptions{NoTokens: !env.Fencing})}, nil
 	}},
 	// The Redisson-style locks hold with the watchdog: TryLock's lease, SECKILL_LOCK_TTL, is
 	// renewed every TTL/3 while the order runs, so a slow order keeps its lock and a crashed

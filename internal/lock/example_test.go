@@ -132,7 +132,7 @@ func ExampleNewSimpleRedisLocks() {
 	rdb, _, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	guards := lock.NewSimpleRedisLocks(rdb, lock.NewProcessID()) // one per process
+	guards := lock.NewSimpleRedisLocks(rdb, lock.NewProcessID(), lock.SimpleRedisOptions{}) // one per process
 
 	l := guards.New("order:user:42")
 	ok, err := l.TryLock(ctx, 10*time.Second) // a fixed lease: SET NX PX 10000

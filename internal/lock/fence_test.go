@@ -212,7 +212,7 @@ func forEachCounterLock(t *testing.T, f func(t *testing.T, srv testenv.Redis, lo
 		name string
 		make func(srv testenv.Redis, c *lock.Client, r *lock.Registry, name string) fencedLock
 	}{{"simple", func(srv testenv.Redis, c *lock.Client, _ *lock.Registry, name string) fencedLock {
-		return simpleFixed{lock.NewSimpleRedisLocks(srv.Client, c.Process()).New(name).(*lock.SimpleRedisLock)}
+		return simpleFixed{lock.NewSimpleRedisLocks(srv.Client, c.Process(), lock.SimpleRedisOptions{}).New(name).(*lock.SimpleRedisLock)}
 	}}}, fencedKinds[1:]...)
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {

@@ -107,7 +107,7 @@ func TestFamiliesOfTheSimpleGuards(t *testing.T) {
 		f        family
 		excludes bool
 	}{
-		{"simple", NewSimpleRedisLocks(srv.Client, NewProcessID()), true},
+		{"simple", NewSimpleRedisLocks(srv.Client, NewProcessID(), SimpleRedisOptions{}), true},
 		{"local", NewLocalLocks(), true},
 		{"none", NewNoLocks(), false},
 	}

@@ -35,7 +35,8 @@ type RedisClient interface {
 // One step beyond hmdp: the SET NX goes in one MULTI/EXEC transaction with an INCR of the
 // name's counter, a key in the lock key's hash slot kept a day after each attempt
 // (fenceCounterTTL), and when the SET took the lock Token returns the value the INCR got
-// (Kleppmann's fencing token). The transaction
+// (Kleppmann's fencing token); a lock of SimpleRedisLocks made with
+// SimpleRedisOptions.NoTokens leaves the transaction and the counter out. The transaction
 // runs both at one point of Redis's order of commands, so a later grant always gets a larger
 // value; failed attempts increment the counter too, which leaves gaps and changes nothing.
 // (Not a Lua script: the embedded Redis, miniredis, builds a Lua VM for every EVAL, which
@@ -52,6 +53,8 @@ type SimpleRedisLock struct {
 	clock   func() time.Time
 	expires time.Time // of the lock this object's last TryLock took, at the latest
 	token   atomic.Int64
+	// noTokens: a bare SET NX PX, no grant counter (SimpleRedisOptions.NoTokens).
+	noTokens bool
 }
 
 // NewSimpleRedisLock returns the lock named name (key "lock:"+name) for the given process id.
@@ -97,7 +100,7 @@ var ErrStrayPending = errors.New("lock: cleanup of a lost reply still pending")
 
 // Token returns the fencing token of this value's current hold: larger than that of every
 // earlier grant of the name, a takeover after an expiry included. It is 0 before the first
-// grant and after Unlock.
+// grant, after Unlock, and always for a lock made with SimpleRedisOptions.NoTokens.
 func (l *SimpleRedisLock) Token() int64 { return l.token.Load() }
 
 // cleanupTimeout bounds the compare-and-delete that follows a SET NX without an answer.
@@ -105,7 +108,8 @@ const cleanupTimeout = 500 * time.Millisecond
 
 // TryLock sets the key to this goroutine's owner value if it is absent, with expiry ttl, by
 // SET NX PX in one MULTI/EXEC with INCR of the grant counter (the token when the SET took
-// the key). It reports false, nil when the key exists (another owner holds it).
+// the key; with SimpleRedisOptions.NoTokens, the SET alone). It reports false, nil when the
+// key exists (another owner holds it).
 //
 // On an error (a timeout, a broken connection) the SET may still have reached Redis and
 // taken the lock, with nobody to release it before ttl. So TryLock then deletes the key if,
@@ -126,6 +130,30 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 		return false, fmt.Errorf("lock %s: %w", l.key, ErrStrayPending)
 	}
 	sent := time.Now()
+	took, token, err := l.set(ctx, value, ttl)
+	if err != nil {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if cerr := unlockScript.Run(cctx, l.client, []string{l.key}, value).Err(); cerr != nil && l.strays != nil {
+			l.strays.add(l.key, value, sent.Add(ttl))
+		}
+		return false, fmt.Errorf("lock %s: %w", l.key, err)
+	}
+	if !took {
+		return false, nil
+	}
+	l.expires = sent.Add(ttl)
+	l.token.Store(token)
+	return true, nil
+}
+
+// set runs the SET NX PX of TryLock, in one MULTI/EXEC with the grant counter's INCR unless
+// noTokens, and reports whether it took the key and the counter's new value.
+func (l *SimpleRedisLock) set(ctx context.Context, value string, ttl time.Duration) (bool, int64, error) {
+	if l.noTokens {
+		took, err := l.client.SetNX(ctx, l.key, value, ttl).Result()
+		return took, 0, err
+	}
 	var set *redis.BoolCmd
 	var incr *redis.IntCmd
 	_, err := l.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -143,19 +171,9 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 		err = incr.Err()
 	}
 	if err != nil {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-		defer cancel()
-		if cerr := unlockScript.Run(cctx, l.client, []string{l.key}, value).Err(); cerr != nil && l.strays != nil {
-			l.strays.add(l.key, value, sent.Add(ttl))
-		}
-		return false, fmt.Errorf("lock %s: %w", l.key, err)
+		return false, 0, err
 	}
-	if !set.Val() {
-		return false, nil
-	}
-	l.expires = sent.Add(ttl)
-	l.token.Store(incr.Val())
-	return true, nil
+	return set.Val(), incr.Val(), nil
 }
 
 // Unlock deletes the key only if it still holds this goroutine's owner value. It returns

@@ -18,52 +18,73 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
+// TestSimpleRedisLockExcludes: goroutines of two processes, one inside at a time, for the
+// hmdp lock with its grant counter and for SimpleRedisLocks without tokens (a bare SET NX).
 func TestSimpleRedisLockExcludes(t *testing.T) {
+	modes := []struct {
+		name string
+		make func(c *redis.Client, process string) func(name string) lock.Lock
+	}{
+		{"tokens", func(c *redis.Client, process string) func(string) lock.Lock {
+			return func(name string) lock.Lock { return lock.NewSimpleRedisLock(c, process, name) }
+		}},
+		{"no-tokens", func(c *redis.Client, process string) func(string) lock.Lock {
+			return lock.NewSimpleRedisLocks(c, process, lock.SimpleRedisOptions{NoTokens: true}).New
+		}},
+	}
 	for _, srv := range testenv.RedisServers(t) {
-		t.Run(srv.Name, func(t *testing.T) {
-			ctx := context.Background()
-			name := testenv.Unique("excl-")
-			processes := []string{lock.NewProcessID(), lock.NewProcessID()}
-			const goroutines, rounds = 100, 5
-			var (
-				counter  int // deliberately unsynchronised: only the lock protects it (-race checks)
-				inside   int
-				maxInner int
-				mu       sync.Mutex // guards inside/maxInner bookkeeping only
-				wg       sync.WaitGroup
-			)
-			start := make(chan struct{})
-			for g := range goroutines {
-				wg.Go(func() {
-					l := lock.NewSimpleRedisLock(srv.Client, processes[g%2], name)
-					<-start
-					for done := 0; done < rounds; {
-						ok, err := l.TryLock(ctx, 5*time.Second)
-						if !assert.NoError(t, err) {
-							return
-						}
-						if !ok {
-							continue
-						}
-						mu.Lock()
-						inside++
-						maxInner = max(maxInner, inside)
-						mu.Unlock()
-						counter++
-						mu.Lock()
-						inside--
-						mu.Unlock()
-						assert.NoError(t, l.Unlock(ctx))
-						done++
-					}
-				})
+		for _, mode := range modes {
+			t.Run(srv.Name+"/"+mode.name, func(t *testing.T) {
+				simpleExcludes(t, []func(string) lock.Lock{
+					mode.make(srv.Client, lock.NewProcessID()), mode.make(srv.Client, lock.NewProcessID())})
+			})
+		}
+	}
+}
+
+// simpleExcludes runs 100 goroutines, each with a lock of the same name from one of
+// processes, 5 holds each, and requires one inside at a time.
+func simpleExcludes(t *testing.T, processes []func(name string) lock.Lock) {
+	ctx := context.Background()
+	name := testenv.Unique("excl-")
+	const goroutines, rounds = 100, 5
+	var (
+		counter  int // deliberately unsynchronised: only the lock protects it (-race checks)
+		inside   int
+		maxInner int
+		mu       sync.Mutex // guards inside/maxInner bookkeeping only
+		wg       sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for g := range goroutines {
+		wg.Go(func() {
+			l := processes[g%len(processes)](name)
+			<-start
+			for done := 0; done < rounds; {
+				ok, err := l.TryLock(ctx, 5*time.Second)
+				if !assert.NoError(t, err) {
+					return
+				}
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				inside++
+				maxInner = max(maxInner, inside)
+				mu.Unlock()
+				counter++
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				assert.NoError(t, l.Unlock(ctx))
+				done++
 			}
-			close(start)
-			wg.Wait()
-			assert.Equal(t, goroutines*rounds, counter, "counter")
-			assert.Equal(t, 1, maxInner, "most goroutines inside at once")
 		})
 	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, goroutines*rounds, counter, "counter")
+	assert.Equal(t, 1, maxInner, "most goroutines inside at once")
 }
 
 func TestSimpleRedisLockOnlyOwnerUnlocks(t *testing.T) {
@@ -283,7 +304,7 @@ func TestSimpleRedisLocksRetryAFailedCleanup(t *testing.T) {
 			t.Cleanup(func() { _ = lossy.Close() })
 			lossy.AddHook(lostReplyHook{})
 			lossy.AddHook(scriptsDownHook{&down})
-			locks := lock.NewSimpleRedisLocks(lossy, lock.NewProcessID())
+			locks := lock.NewSimpleRedisLocks(lossy, lock.NewProcessID(), lock.SimpleRedisOptions{})
 			name := testenv.Unique("stray-")
 			l := locks.New(name).(*lock.SimpleRedisLock)
 			t.Cleanup(func() { srv.Client.Del(ctx, l.Key()) })
@@ -325,7 +346,7 @@ func TestSimpleRedisLocksRetryAnUnansweredUnlock(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
 			t.Cleanup(func() { _ = c.Close() })
 			c.AddHook(scriptsDownHook{&down})
-			locks := lock.NewSimpleRedisLocks(c, lock.NewProcessID())
+			locks := lock.NewSimpleRedisLocks(c, lock.NewProcessID(), lock.SimpleRedisOptions{})
 			name := testenv.Unique("unanswered-")
 			l := locks.New(name).(*lock.SimpleRedisLock)
 			t.Cleanup(func() { srv.Client.Del(ctx, l.Key()) })
@@ -390,7 +411,7 @@ func TestSimpleRedisLocksClearManyStraysInOneRoundTrip(t *testing.T) {
 			lossy.AddHook(lostReplyHook{})
 			lossy.AddHook(scriptsDownHook{&down})
 			lossy.AddHook(evalPipelines{&rounds})
-			locks := lock.NewSimpleRedisLocks(lossy, lock.NewProcessID())
+			locks := lock.NewSimpleRedisLocks(lossy, lock.NewProcessID(), lock.SimpleRedisOptions{})
 			prefix := testenv.Unique("strays-")
 			var keys []string
 			down.Store(true)
@@ -408,6 +429,50 @@ func TestSimpleRedisLocksClearManyStraysInOneRoundTrip(t *testing.T) {
 			require.Eventually(t, func() bool { return srv.Client.Exists(ctx, keys...).Val() == 0 },
 				10*time.Second, 5*time.Millisecond, "every stray cleared")
 			assert.LessOrEqual(t, rounds.Load()-before, int64(2), "the probe and one pipeline of the other 39")
+		})
+	}
+}
+
+// TestSimpleRedisLocksNoTokens: with SimpleRedisOptions.NoTokens a lock is one SET NX PX
+// and the release script, hands out no token and leaves no grant counter behind, and still
+// undoes a SET whose reply was lost (TestSimpleRedisLockExcludes runs it for exclusion).
+func TestSimpleRedisLocksNoTokens(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := context.Background()
+			noTokens := lock.SimpleRedisOptions{NoTokens: true}
+
+			var cmds []string
+			rec := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+			t.Cleanup(func() { _ = rec.Close() })
+			rec.AddHook(recordHook{&cmds})
+			require.NoError(t, rec.Ping(ctx).Err()) // the connection's handshake, before counting
+			cmds = nil
+			name := testenv.Unique("notokens-")
+			l := lock.NewSimpleRedisLocks(rec, lock.NewProcessID(), noTokens).New(name).(*lock.SimpleRedisLock)
+			ok, err := l.TryLock(ctx, time.Minute)
+			require.NoError(t, err)
+			require.True(t, ok)
+			assert.Equal(t, []string{"set"}, cmds, "TryLock's commands: one SET, no MULTI/EXEC")
+			assert.Zero(t, l.Token(), "no fencing token")
+			assert.Zero(t, srv.Client.Exists(ctx, "{"+l.Key()+"}:fence").Val(), "no grant counter")
+			other := lock.NewSimpleRedisLocks(srv.Client, lock.NewProcessID(), noTokens).New(name)
+			ok, err = other.TryLock(ctx, time.Minute)
+			require.NoError(t, err)
+			assert.False(t, ok, "another process takes the held lock")
+			assert.ErrorIs(t, other.Unlock(ctx), lock.ErrNotHeld, "another process releases it")
+			require.NoError(t, l.Unlock(ctx))
+			assert.Equal(t, []string{"set", "evalsha"}, cmds, "Unlock's command: the release script")
+
+			// A lost reply is cleaned up as for the counted lock.
+			lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+			t.Cleanup(func() { _ = lossy.Close() })
+			lossy.AddHook(lostReplyHook{})
+			lost := lock.NewSimpleRedisLocks(lossy, lock.NewProcessID(), noTokens).New(testenv.Unique("notokens-lost-")).(*lock.SimpleRedisLock)
+			ok, err = lost.TryLock(ctx, time.Minute)
+			require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the SET's error is returned")
+			assert.False(t, ok)
+			assert.Zero(t, srv.Client.Exists(ctx, lost.Key()).Val(), "the lock the lost SET took is deleted")
 		})
 	}
 }

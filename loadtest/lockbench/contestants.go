@@ -83,7 +83,10 @@ func allContestants() []contestant {
 	return []contestant{
 		{name: "SimpleRedisLock (SET NX PX, 1 ms retry)", family: famRedis, peers: []string{"bsm/redislock"},
 			reentrant: "no (SET NX: the holder's second TryLock fails)",
-			fencing:   "yes (INCR of a counter per name)", setup: simple},
+			fencing:   "yes (INCR of a counter per name)", setup: simple(false)},
+		{name: "SimpleRedisLock (NoTokens: as SECKILL_FENCING=off runs it)", family: famRedis, peers: []string{"bsm/redislock"},
+			reentrant: "no (SET NX: the holder's second TryLock fails)",
+			fencing:   "no (a bare SET NX PX)", setup: simple(true)},
 		{name: "ReentrantLock (pub/sub wait)", family: famRedis, peers: redisPeers,
 			reentrant: "yes (hold count per goroutine)", fencing: "yes (the grant counter per name)", setup: ours(func(c *lock.Client, _ *lock.Registry, key string) waitLock {
 				return c.ReentrantLock(key)
@@ -131,26 +134,30 @@ func (e *env) redisClient(addr string) (*redis.Client, *commandCounter) {
 }
 
 // simple retries SimpleRedisLock's single attempt every millisecond, the way hmdp's
-// callers (and bsm/redislock with a linear backoff) wait.
-func simple(_ context.Context, e *env) (*instance, error) {
-	rdb, h := e.redisClient(e.redisAddr)
-	process := lock.NewProcessID()
-	lease := e.lease
-	return &instance{acquire: func(ctx context.Context, key string) (func(context.Context) error, error) {
-		l := lock.NewSimpleRedisLock(rdb, process, key)
-		for {
-			ok, err := l.TryLock(ctx, lease)
-			if err != nil {
-				return nil, err
+// callers (and bsm/redislock with a linear backoff) wait. The locks are made as the service
+// makes them (SimpleRedisLocks: the grant counter seeded and kept a day), without tokens when
+// noTokens.
+func simple(noTokens bool) func(context.Context, *env) (*instance, error) {
+	return func(_ context.Context, e *env) (*instance, error) {
+		rdb, h := e.redisClient(e.redisAddr)
+		locks := lock.NewSimpleRedisLocks(rdb, lock.NewProcessID(), lock.SimpleRedisOptions{NoTokens: noTokens})
+		lease := e.lease
+		return &instance{acquire: func(ctx context.Context, key string) (func(context.Context) error, error) {
+			l := locks.New(key)
+			for {
+				ok, err := l.TryLock(ctx, lease)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					return l.Unlock, nil
+				}
+				if err := sleep(ctx, time.Millisecond); err != nil {
+					return nil, err
+				}
 			}
-			if ok {
-				return l.Unlock, nil
-			}
-			if err := sleep(ctx, time.Millisecond); err != nil {
-				return nil, err
-			}
-		}
-	}, commands: h.n.Load, close: func() { _ = rdb.Close() }}, nil
+		}, commands: h.n.Load, close: func() { _ = rdb.Close() }}, nil
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
