@@ -245,7 +245,7 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 		}
 		if (h > 0 && hb > 0) {
 			printf "  async / healthz at %d connections %6.2f  (goal >= 0.50)  %s\n", c, a / h, a >= 0.5 * h ? "met" : "NOT met"
-			printf "  async / healthz at %d connections %6.2f  (goal >= 0.50)  %s\n", abc, ab / hb, ab >= 0.5 * hb ? "met" : "NOT met"
+			printf "  async / healthz at the async best (%d conns) %6.2f  (goal >= 0.50)  %s\n", abc, ab / hb, ab >= 0.5 * hb ? "met" : "NOT met"
 		}
 		if (db > 0 && b > 0) printf "  drain / DB baseline   %6.1fx  (goal >= 3x)    %s  (writers: %.1f orders/s emptying a backlog of %d)\n", d / b, d >= 3 * b ? "met" : "NOT met", d, db
 		else printf "  drain                 no backlog of 2,000 or more built up: the writers kept up with admission\n"
