@@ -10,6 +10,9 @@ func SetBeforeAck(w *Writer, f func(voucherID int64, es []Entry) bool) { w.befor
 // before it creates the sale hash.
 func SetBeforeCreate(l *Loader, f func(voucherID int64)) { l.beforeCreate = f }
 
+// SetAfterBooks makes l run f right after it read a voucher's books from the database.
+func SetAfterBooks(l *Loader, f func(voucherID int64)) { l.afterBooks = f }
+
 // KeysOf exposes a voucher's Redis keys to the tests.
 func KeysOf(voucherID int64) (sale, users, orders, stream, dead string) {
 	k := keysOf(voucherID)
@@ -24,3 +27,6 @@ func (m *Metrics) Admissions(result string) float64 {
 	}
 	return d.GetCounter().GetValue()
 }
+
+// HeldOf is the check w's batches of voucherID's stream run before they commit.
+func HeldOf(w *Writer, voucherID int64) Held { return w.held(keysOf(voucherID)) }

@@ -35,6 +35,8 @@ type Loader struct {
 	// beforeCreate, when set (by the tests), runs after the books were read and the users
 	// restored, just before the sale hash is created.
 	beforeCreate func(voucherID int64)
+	// afterBooks, when set (by the tests), runs right after the database's books were read.
+	afterBooks func(voucherID int64)
 	// loads lets one load of a voucher run at a time per instance: a storm on a voucher
 	// Redis lacks makes one database read, not one per request.
 	loads singleflight.Group
@@ -90,21 +92,23 @@ func (l *Loader) load(ctx context.Context, voucherID int64) error {
 	if err != nil {
 		return err
 	}
+	if l.afterBooks != nil {
+		l.afterBooks(voucherID)
+	}
 	var users []any
 	for id, user := range b.Orders {
 		users = append(users, user, id)
 	}
-	var pending []any // order id, user id of each order counted as pending
+	// Order id, user id, entry id and pending status of each order counted as pending. The
+	// statuses are restored by async_load.lua, only for entries still in the stream: one
+	// written and acknowledged since the database was read must not read pending again.
+	var pending []any
 	for _, e := range rb.stream {
 		if _, written := b.Orders[e.OrderID]; written {
 			continue
 		}
-		pending = append(pending, e.OrderID, e.UserID)
+		pending = append(pending, e.OrderID, e.UserID, e.StreamID, pendingValue(e.UserID, e.At.UnixMilli()))
 		users = append(users, e.UserID, e.OrderID)
-		if err := l.rdb.HSetNX(ctx, k.orders, strconv.FormatInt(e.OrderID, 10),
-			pendingValue(e.UserID, e.At.UnixMilli())).Err(); err != nil {
-			return fmt.Errorf("load voucher %d: restore pending order: %w", voucherID, err)
-		}
 	}
 	for i := 0; i < len(users); i += 2 * restoreChunk * restorePipeline {
 		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -122,15 +126,15 @@ func (l *Loader) load(ctx context.Context, voucherID int64) error {
 	}
 	// The script gives back the unit of every order counted here that was dead-lettered
 	// since the stream was read (see async_load.lua).
-	stock := b.Voucher.Stock - len(pending)/2
+	stock := b.Voucher.Stock - len(pending)/4
 	args := append([]any{stock, b.Voucher.BeginTime.UnixMilli(), b.Voucher.EndTime.UnixMilli()}, pending...)
-	created, err := loadScript.Run(ctx, l.rdb, []string{k.sale, k.users, k.orders}, args...).Int()
+	created, err := loadScript.Run(ctx, l.rdb, []string{k.sale, k.users, k.orders, k.stream}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
 	}
 	if created == 1 {
 		l.log.Info("voucher loaded into redis", "voucher_id", voucherID, "stock_before_dead_letters", stock,
-			"database_stock", b.Voucher.Stock, "pending", len(pending)/2, "orders", len(b.Orders))
+			"database_stock", b.Voucher.Stock, "pending", len(pending)/4, "orders", len(b.Orders))
 	}
 	return l.register(ctx, voucherID)
 }
@@ -180,7 +184,7 @@ func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64) (r
 		}
 		b.loaded = true
 	}
-	for i := 1; i+2 < len(res); i += 3 {
+	for i := 1; i+3 < len(res); i += 4 {
 		var n [3]int64
 		for j := range n {
 			s, _ := res[i+j].(string)
@@ -188,7 +192,8 @@ func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64) (r
 				return redisBooks{}, fmt.Errorf("read books: malformed stream entry: %q: %w", s, err)
 			}
 		}
-		b.stream = append(b.stream, Entry{OrderID: n[0], UserID: n[1], VoucherID: voucherID, At: time.UnixMilli(n[2]).UTC()})
+		sid, _ := res[i+3].(string)
+		b.stream = append(b.stream, Entry{StreamID: sid, OrderID: n[0], UserID: n[1], VoucherID: voucherID, At: time.UnixMilli(n[2]).UTC()})
 	}
 	return b, nil
 }

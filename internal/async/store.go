@@ -48,13 +48,28 @@ type Store struct {
 // NewStore returns the asynchronous mode's store over db.
 func NewStore(db *database.DB) *Store { return &Store{db: db.DB} }
 
+// ErrEntriesGone is Write's error when the held check found entries of the batch no longer
+// in their stream: Redis lost them (it restarted empty) or another consumer settled them.
+// Nothing was written.
+var ErrEntriesGone = errors.New("async: entries left the stream")
+
+// Held checks, inside Write's transaction, that the entries about to be written are still
+// waiting in Redis. It returns ErrEntriesGone when some are not, another error when it could
+// not tell.
+type Held func(ctx context.Context, es []Entry) error
+
 // Write writes es, all of one voucher, in one transaction: the rows of es that are not there
 // yet in one multi-row INSERT, and one stock UPDATE for all of them. It returns each entry's
 // outcome, or ErrStockShort (nothing written) when the database's stock cannot cover the new
 // rows, or the database's error (nothing written). A concurrent writer of the same entries
 // makes the INSERT fail on the primary key and the whole batch roll back; a retry then finds
 // them Existed.
-func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry) ([]Outcome, error) {
+//
+// held, unless nil, runs after the stock UPDATE, which holds the voucher's row until the
+// commit, with the entries to be inserted; its error rolls everything back and is returned.
+// Books takes the same row first, so a reload reads the database either after this commit
+// or before a held check that then finds the entries gone (see Books).
+func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
 	out := make([]Outcome, len(es))
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		ids := make([]int64, len(es))
@@ -74,6 +89,7 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry) ([]Outco
 		}
 		var values []string
 		var args []any
+		var written []Entry
 		now := time.Now().UTC()
 		for i, e := range es {
 			switch {
@@ -86,6 +102,7 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry) ([]Outco
 				byUser[e.UserID] = true // a second entry of the user in this batch conflicts
 				values = append(values, "(?, ?, ?, ?, ?, ?)")
 				args = append(args, e.OrderID, e.UserID, voucherID, order.StatusUnpaid, e.At.UTC(), now)
+				written = append(written, e)
 			}
 		}
 		if len(values) == 0 {
@@ -98,6 +115,11 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry) ([]Outco
 		}
 		if res.RowsAffected == 0 {
 			return ErrStockShort
+		}
+		if held != nil {
+			if err := held(ctx, written); err != nil {
+				return err
+			}
 		}
 		if err := tx.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES "+
 			strings.Join(values, ", "), args...).Error; err != nil {
@@ -118,12 +140,22 @@ type Books struct {
 	Orders map[int64]int64
 }
 
-// Books reads voucherID and its order rows in one read transaction, so that the stock and the
-// rows agree (the writer changes both in one transaction). voucher.ErrNotFound when there is
-// no such seckill voucher.
+// Books reads voucherID and its order rows in one transaction, so that the stock and the rows
+// agree (the writer changes both in one transaction). voucher.ErrNotFound when there is no
+// such seckill voucher.
+//
+// It first takes the voucher's row as a writer does (an UPDATE that changes nothing), so it
+// waits for a Write holding it to commit or roll back, and reads what that left. A batch whose
+// held check passed before Redis lost its stream is then in the rows a reload starts from, and
+// one whose check comes after the reload's read finds its entries gone and is not committed:
+// either way the reload neither sells its units again nor frees its users. (SQLite's
+// transactions take the database's write lock at BEGIN, which serialises them the same way.)
 func (s *Store) Books(ctx context.Context, voucherID int64) (Books, error) {
 	var b Books
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?", voucherID).Error; err != nil {
+			return fmt.Errorf("wait for the writers of voucher %d: %w", voucherID, err)
+		}
 		v, err := voucher.NewStore(tx).Get(ctx, voucherID)
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ import (
 var (
 	ackScript  = redis.NewScript(lua.AsyncAck)
 	deadScript = redis.NewScript(lua.AsyncDead)
+	heldScript = redis.NewScript(lua.AsyncHeld)
 )
 
 // The writer's pacing.
@@ -376,10 +377,14 @@ func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage) bool {
 	if len(es) == 0 {
 		return true
 	}
-	outs, err := w.store.Write(ctx, voucherID, es)
+	held := w.held(k)
+	outs, err := w.store.Write(ctx, voucherID, es, held)
 	if err == nil {
 		w.dbUp()
 		return w.settle(ctx, voucherID, k, es, outs)
+	}
+	if w.notHeld(voucherID, len(es), err) {
+		return false
 	}
 	if w.unreachable(ctx, err) {
 		w.dbDown()
@@ -389,10 +394,15 @@ func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage) bool {
 	// The database refused the batch: find the orders it refuses, one at a time.
 	ok := true
 	for _, e := range es {
-		outs, err := w.store.Write(ctx, voucherID, []Entry{e})
+		outs, err := w.store.Write(ctx, voucherID, []Entry{e}, held)
 		switch {
 		case err == nil:
 			ok = w.settle(ctx, voucherID, k, []Entry{e}, outs) && ok
+		case errors.Is(err, ErrEntriesGone):
+			w.notHeld(voucherID, 1, err)
+			ok = false
+		case w.notHeld(voucherID, 1, err):
+			return false
 		case w.unreachable(ctx, err):
 			w.dbDown()
 			return false
@@ -402,6 +412,50 @@ func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage) bool {
 		}
 	}
 	return ok
+}
+
+// errHeldUnknown wraps the error of a held check that could not ask Redis.
+var errHeldUnknown = errors.New("ask whether the batch is still pending")
+
+// held is the check Store.Write runs before it commits a batch of k's stream: are the entries
+// still in the stream? One that is not was lost by Redis (it restarted empty, and a reload may
+// already have read the database without this batch) or settled by another consumer that
+// claimed it; committing it would write an order whose unit and user Redis has given back.
+func (w *Writer) held(k keys) Held {
+	return func(ctx context.Context, es []Entry) error {
+		if len(es) == 0 {
+			return nil
+		}
+		ids := make([]any, len(es))
+		for i, e := range es {
+			ids[i] = e.StreamID
+		}
+		gone, err := heldScript.Run(ctx, w.rdb, []string{k.stream}, ids...).Int()
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %w", errHeldUnknown, err)
+		case gone > 0:
+			return fmt.Errorf("%w: %d of %d", ErrEntriesGone, gone, len(es))
+		}
+		return nil
+	}
+}
+
+// notHeld reports, and logs, whether err is the held check's: the batch of n entries was
+// rolled back, and what is still pending for this consumer is read again (an entry that left
+// the stream does not come back).
+func (w *Writer) notHeld(voucherID int64, n int, err error) bool {
+	switch {
+	case errors.Is(err, ErrEntriesGone):
+		w.log.Error("writer: entries left the stream while their batch was written (Redis lost them, or another consumer settled them); the batch was rolled back",
+			"voucher_id", voucherID, "entries", n, "err", err)
+	case errors.Is(err, errHeldUnknown):
+		w.log.Warn("writer: could not check the batch against the stream; it was rolled back and stays pending",
+			"voucher_id", voucherID, "entries", n, "err", err)
+	default:
+		return false
+	}
+	return true
 }
 
 // settle acknowledges the entries in the database (written now or before) and counts a

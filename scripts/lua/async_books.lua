@@ -1,8 +1,8 @@
 -- async_books.lua: one consistent look at a voucher's books in Redis, for reconcile and reload.
 -- KEYS[1]  the sale hash   KEYS[2]  the voucher's order stream
 -- (no ARGV)
--- Returns {stock or false, then order id, user id, admitted at (ms) of every entry still in the
--- stream, in order}.
+-- Returns {stock or false, then order id, user id, admitted at (ms), entry id of every entry
+-- still in the stream, in order}.
 -- The stream holds only orders not yet written (written ones are deleted), so it is short.
 local stock = redis.call('HGET', KEYS[1], 'stock')
 local out = {stock}
@@ -14,5 +14,6 @@ for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+')) do
   out[#out + 1] = v['order'] or ''
   out[#out + 1] = v['user'] or ''
   out[#out + 1] = v['at'] or ''
+  out[#out + 1] = e[1]
 end
 return out

@@ -1,8 +1,10 @@
 -- async_load.lua: create a voucher's sale hash, unless it exists, from the database's books.
 -- KEYS[1]  the sale hash {stock, begin, end}   KEYS[2]  the users hash   KEYS[3]  the orders hash
+-- KEYS[4]  the voucher's order stream
 -- ARGV[1]  units left: the database's stock minus the orders the loader counted as pending
 -- ARGV[2]  begin, ARGV[3] end of the sale window, ms since the Unix epoch
--- ARGV[4..] pairs of order id, user id: the orders the loader counted as pending
+-- ARGV[4..] quadruples of order id, user id, stream entry id, pending status
+-- ("pending|user|at"): the orders the loader counted as pending
 -- Returns 1 when it created the hash, 0 when the hash was there (another loader won; its books
 -- are as good as these, and orders may have been admitted against them since).
 -- The caller restores the users hash before this runs: until the sale hash exists, async_admit
@@ -12,17 +14,24 @@
 -- restored its user after async_dead.lua released it. Such an order's status is failed; its
 -- unit goes back here and its user is released again, in the same step that creates the hash,
 -- so no dead letter can fall between the check and the stock it corrects.
+-- An order counted as pending whose status is missing (the orders hash was lost with the sale
+-- hash) gets its pending status back here, and only while its entry is still in the stream: a
+-- writer may have written and acknowledged it since the loader read the database (the
+-- acknowledgement deletes the entry and the status), and a status restored then would never be
+-- deleted again: the order, a row, would read pending forever.
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 local stock = tonumber(ARGV[1])
-for i = 4, #ARGV, 2 do
+for i = 4, #ARGV, 4 do
   local status = redis.call('HGET', KEYS[3], ARGV[i])
   if status and string.sub(status, 1, 7) == 'failed|' then
     stock = stock + 1
     if redis.call('HGET', KEYS[2], ARGV[i + 1]) == ARGV[i] then
       redis.call('HDEL', KEYS[2], ARGV[i + 1])
     end
+  elseif not status and #redis.call('XRANGE', KEYS[4], ARGV[i + 2], ARGV[i + 2]) == 1 then
+    redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 3])
   end
 end
 redis.call('HSET', KEYS[1], 'stock', stock, 'begin', ARGV[2], 'end', ARGV[3])

@@ -81,6 +81,11 @@ var AsyncAck string
 //go:embed async_dead.lua
 var AsyncDead string
 
+// AsyncHeld is async_held.lua: how many of a batch's entries have left their stream.
+//
+//go:embed async_held.lua
+var AsyncHeld string
+
 // AsyncBooks is async_books.lua: a voucher's stock and the order ids in its stream.
 //
 //go:embed async_books.lua
