@@ -61,25 +61,35 @@ func TestPlaceOverloadedAnswersAtOnce(t *testing.T) {
 	assert.Equal(t, 1.0, f.count(order.ResultOverloaded))
 }
 
-// TestPlaceCachedRefusalsTakeNoSlot: a voucher read within the cache's life answers sold out
-// and not on sale from memory, even while every slot is taken; a voucher not found is read
-// again every time.
+// TestPlaceCachedRefusalsTakeNoSlot: a voucher read within the cache's life is not read again;
+// not on sale is answered from memory even while every slot is taken, sold out only after the
+// one read of the user's order (inside a slot: already_ordered when the user has one); a
+// voucher not found is read again every time.
 func TestPlaceCachedRefusalsTakeNoSlot(t *testing.T) {
 	clock := now
 	f := newFixtureWith(t, order.Config{MaxInflight: 1, Now: func() time.Time { return clock }})
 	soldOut := voucher.Voucher{ID: 8, Stock: 0, BeginTime: now.Add(-time.Hour), EndTime: now.Add(time.Hour)}
 	f.vouchers.EXPECT().Get(mock.Anything, int64(8)).Return(soldOut, nil).Once()
 	f.vouchers.EXPECT().Get(mock.Anything, int64(9)).Return(voucher.Voucher{}, voucher.ErrNotFound).Twice()
+	ended := voucher.Voucher{ID: 10, Stock: 5, BeginTime: now.Add(-time.Hour), EndTime: now}
+	f.vouchers.EXPECT().Get(mock.Anything, int64(10)).Return(ended, nil).Once()
+	f.store.EXPECT().GetByUser(mock.Anything, mock.Anything, int64(8)).Return(order.Order{}, order.ErrNotFound)
 	_, err := f.svc.Place(context.Background(), 42, 8)
 	require.ErrorIs(t, err, order.ErrSoldOut)
+	_, err = f.svc.Place(context.Background(), 42, 10)
+	require.ErrorIs(t, err, order.ErrSaleNotActive)
 
 	// Hold the only slot with an order of another voucher.
 	f.expectLocked()
 	f.lock.EXPECT().Unlock(mock.Anything).Return(nil)
 	release := f.holdSlot(t)
+	_, err = f.svc.Place(context.Background(), 43, 10)
+	assert.ErrorIs(t, err, order.ErrSaleNotActive, "from the cache, with no slot free")
 	_, err = f.svc.Place(context.Background(), 43, 8)
-	assert.ErrorIs(t, err, order.ErrSoldOut, "from the cache, with no slot free")
+	assert.ErrorIs(t, err, order.ErrOverloaded, "sold out reads the user's order, in a slot")
 	release()
+	_, err = f.svc.Place(context.Background(), 43, 8)
+	assert.ErrorIs(t, err, order.ErrSoldOut, "from the cache and the user's (missing) order")
 
 	for range 2 {
 		_, err = f.svc.Place(context.Background(), 43, 9)
@@ -90,6 +100,7 @@ func TestPlaceCachedRefusalsTakeNoSlot(t *testing.T) {
 	_, err = f.svc.Place(context.Background(), 44, 8)
 	assert.ErrorIs(t, err, order.ErrSoldOut)
 	assert.Equal(t, 3.0, f.count(order.ResultSoldOut))
+	assert.Equal(t, 2.0, f.count(order.ResultSaleNotActive))
 }
 
 // TestPlaceDeadline: every store and lock call of an order carries its deadline, and an

@@ -87,14 +87,13 @@ func (s *Service) Place(ctx context.Context, userID, voucherID int64) (int64, er
 func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	// The cheap checks come first, from the cache: a storm on a sold-out voucher takes no
+	// The cheap check comes first, from the cache: a storm on a voucher not on sale takes no
 	// slot. Everything that talks to a store runs inside a slot, so the slots bound the
-	// goroutines and connections a hung store can hold.
+	// goroutines and connections a hung store can hold; that includes the read that tells a
+	// sold-out voucher's buyer (already_ordered) from everyone else (sold_out).
 	v, cached := s.vouchers.cached(voucherID)
-	if cached {
-		if result, err := s.check(v); err != nil {
-			return 0, result, err
-		}
+	if cached && !v.OnSale(s.cfg.Now()) {
+		return 0, ResultSaleNotActive, ErrSaleNotActive
 	}
 	if !s.admit() {
 		return 0, ResultOverloaded, ErrOverloaded
@@ -109,9 +108,12 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 		case err != nil:
 			return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		if result, err := s.check(v); err != nil {
-			return 0, result, err
+	}
+	if result, err := s.check(v); err != nil {
+		if errors.Is(err, ErrSoldOut) {
+			return s.soldOut(ctx, userID, voucherID)
 		}
+		return 0, result, err
 	}
 
 	// The lock is taken last, once the order can proceed: its lease starts after the
@@ -154,6 +156,23 @@ func (s *Service) fence(l lock.Lock, userID int64) (Fence, error) {
 		return Fence{}, fmt.Errorf("fencing is on but the lock %T granted no fencing token", l)
 	}
 	return Fence{Name: fenceName(s.cfg.TokenSource, LockName(userID)), Token: t}, nil
+}
+
+// soldOut answers an order of a voucher without stock: already_ordered with the user's order
+// when the user has one (the order that took a unit, whose answer may have been lost: its
+// retry must learn it, as in the asynchronous mode, whose script checks the user before the
+// stock), else sold_out. One indexed read, inside the order's slot and deadline; when it fails
+// the answer is unavailable: sold_out could hide the user's order.
+func (s *Service) soldOut(ctx context.Context, userID, voucherID int64) (int64, string, error) {
+	id, err := s.existing(ctx, userID, voucherID)
+	switch {
+	case err == nil:
+		return 0, ResultAlreadyOrdered, &AlreadyOrderedError{OrderID: id}
+	case errors.Is(err, ErrNotFound):
+		return 0, ResultSoldOut, ErrSoldOut
+	default:
+		return 0, ResultError, fmt.Errorf("%w: read the user's order of a sold-out voucher: %w", ErrUnavailable, err)
+	}
 }
 
 // check refuses an order of v outside its sale window or without stock.

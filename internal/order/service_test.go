@@ -109,6 +109,9 @@ func TestPlaceRejectsBeforeLocking(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t) // the mocks fail the test on any unexpected call: no lock, no store
 			f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(tt.voucher, tt.err)
+			if errors.Is(tt.wantErr, order.ErrSoldOut) { // the one read: has the user an order of it?
+				f.store.EXPECT().GetByUser(mock.Anything, int64(42), int64(7)).Return(order.Order{}, order.ErrNotFound)
+			}
 			_, err := f.svc.Place(context.Background(), 42, 7)
 			assert.ErrorIs(t, err, tt.wantErr)
 			if tt.result != "" {
