@@ -64,6 +64,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	ticket := strconv.FormatUint(l.c.waits.Add(1), 10)
 	direct := false // taken by an attempt that set our own lease, not handed over
 	var token int64
+	var sent time.Time // of the last attempt, or when a handover was heard of
 	k := contender{
 		channel: l.channel,
 		owner:   me + "/" + ticket,
@@ -76,6 +77,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			if mode == retryQueued {
 				retry = "1"
 			}
+			sent = time.Now()
 			v, err := fairLockScript.Run(ctx, l.c.rdb, l.lockKeys, me, t.lease.Milliseconds(),
 				grantLease.Milliseconds(), queue, retry, ticket, fenceTTLArg).Int64Slice()
 			if err != nil {
@@ -86,6 +88,8 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			direct = n > 0 && mode != retryQueued
 			return n, ttl, err
 		},
+		// The handover's lease runs from the release, just before its message or wake-up.
+		handed: func(tok int64) { token, direct, sent = tok, false, time.Now() },
 		leave: func(ctx context.Context, cause error) (int64, error) {
 			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me).Int64()
 			if err != nil {
@@ -122,7 +126,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	if !direct && grantLease < t.lease {
 		first = 0 // a handover may have set the shorter grant lease: renew at once
 	}
-	l.held(me, n, token, t, first)
+	l.held(me, n, token, t, first, sent)
 	return true, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -274,8 +275,9 @@ func (st *channelState) signal(u wakeup) {
 		st.wakeOne(u)
 		return
 	}
+	wait, _ := splitHandover(u.payload)
 	for _, w := range st.waiters {
-		if w.owner == u.payload {
+		if w.owner == wait {
 			select {
 			case w.wake <- u:
 			default:
@@ -283,6 +285,23 @@ func (st *channelState) signal(u wakeup) {
 			return
 		}
 	}
+}
+
+// splitHandover splits a handover's payload, the wait it names and "#" and the fencing token
+// of the grant (fair_unlock.lua, fair_lock.lua), into the two. A wait ends in "/" and its
+// ticket's digits, so the token's "#" is the last one. token is 0 when the payload carries
+// none or one that is not a positive integer: the wait still names its waiter, which then
+// asks Redis for the token (a wake-up that named nobody would be lost).
+func splitHandover(payload string) (wait string, token int64) {
+	i := strings.LastIndexByte(payload, '#')
+	if i < 0 {
+		return payload, 0
+	}
+	t, err := strconv.ParseInt(payload[i+1:], 10, 64)
+	if err != nil || t <= 0 {
+		return payload[:i], 0
+	}
+	return payload[:i], t
 }
 
 func (s *subscriber) wakeAll() {

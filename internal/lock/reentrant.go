@@ -41,7 +41,7 @@ func (l *ReentrantLock) TryLock(ctx context.Context, lease time.Duration) (bool,
 // until ctx ends. Waiting sleeps on the shared subscription until the holder's release
 // message, bounded by the lease the holder has left, and never polls at a fixed interval.
 // lease > 0 is a fixed lease; lease < 0 asks for the watchdog with Options.WatchdogLease.
-// Re-entry by the holder succeeds at once and resets a fixed lease.
+// Re-entry by the holder succeeds at once and may lengthen the lease, never shorten it.
 //
 // TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
 // returns ctx's error when ctx ended first, ErrInvalidTTL for a lease of zero or under a
@@ -61,9 +61,11 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 	me := owner(l.c.opts.Process)
 	ms := t.lease.Milliseconds()
 	var token int64
+	var sent time.Time // of the last attempt: the lease it set runs from no earlier
 	k := contender{
 		channel: l.channel,
 		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
+			sent = time.Now()
 			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.lockKeys, me, ms, fenceTTLArg).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
@@ -81,7 +83,7 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 	if err != nil || n == 0 {
 		return false, err
 	}
-	l.held(me, n, token, t, t.lease/3)
+	l.held(me, n, token, t, t.lease/3, sent)
 	return true, nil
 }
 
@@ -187,20 +189,25 @@ func (l *hashLock) Lost() <-chan struct{} {
 
 // held records an acquisition by holder with hold count n and fencing token: a first hold
 // (n == 1) starts the watchdog (first renewal after first) or the fixed lease's timer; a
-// re-entry resets the timer.
-func (l *hashLock) held(holder string, n, token int64, t holdTerms, first time.Duration) {
+// re-entry resets the timer. The lease runs from granted, when the attempt that set it was
+// sent: Redis started it then or later, before its answer came back.
+func (l *hashLock) held(holder string, n, token int64, t holdTerms, first time.Duration, granted time.Time) {
 	if n > 1 {
+		// A re-entry lengthens the lease in Redis, never shortens it (see the lock scripts):
+		// a fixed lease's timer moves only later.
 		if h := l.c.holds.get(l.key, holder); h != nil && h.timer != nil && !t.watchdog {
-			h.timer.Reset(t.lease)
+			if end := granted.Add(t.lease); end.After(h.expires) {
+				h.leaseTimer(time.Until(end))
+			}
 		}
 		return
 	}
 	h := l.c.holds.begin(l.key, holder, token)
 	if !t.watchdog {
-		h.leaseTimer(t.lease)
+		h.leaseTimer(t.lease - time.Since(granted))
 		return
 	}
-	l.c.watch(h, l.key, t.lease, first, func(ctx context.Context, lease time.Duration) (bool, error) {
+	l.c.watch(h, l.key, t.lease, first, granted, func(ctx context.Context, lease time.Duration) (bool, error) {
 		v, err := renewScript.Run(ctx, l.c.rdb, l.keys[:1], holder, lease.Milliseconds()).Int64()
 		return v == 1, err
 	})

@@ -30,6 +30,9 @@ type contender struct {
 	// leave, when set, withdraws a caller that stops waiting. It returns a hold count >= 1
 	// when the lock had been handed to the caller meanwhile and the caller keeps it.
 	leave func(ctx context.Context, cause error) (int64, error)
+	// handed, when set, takes the fencing token of a handover to this caller (owner set),
+	// which acquire reports as a hold without asking Redis again.
+	handed func(token int64)
 	// refresh, when positive, caps each sleep: the caller must try again that often to keep
 	// its place (FairLock's heartbeat).
 	refresh time.Duration
@@ -148,8 +151,15 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 		case u := <-w.wake:
 			timer.Stop()
 			c.stats.count(u.source)
-			if k.owner != "" && u.payload == k.owner {
-				return 1, nil // handed over: the release made us the holder
+			if k.owner != "" {
+				if wait, token := splitHandover(u.payload); wait == k.owner {
+					if k.handed != nil && token > 0 {
+						k.handed(token)
+						return 1, nil // handed over: the release made us the holder
+					}
+					// Handed over, but the message does not say with which token: the
+					// retry below finds the lock ours and reads it.
+				}
 			}
 		case <-ready:
 			timer.Stop()

@@ -19,6 +19,7 @@ type hold struct {
 	stopOnce sync.Once
 	stop     chan struct{} // closed at the final unlock: the watchdog exits quietly; nil without one
 	timer    *time.Timer   // fixed lease: fires when the lease has run out
+	expires  time.Time     // fixed lease: when timer fires; set by the holder's goroutine
 	token    int64         // the grant's fencing token
 }
 
@@ -124,6 +125,11 @@ func (hs *holds) finish(key, owner string, lost bool) {
 // leaseTimer reports h lost when a fixed lease runs out, or resets a running timer (a
 // re-entry sets the lease again).
 func (h *hold) leaseTimer(lease time.Duration) {
+	h.expires = time.Now().Add(lease)
+	if lease <= 0 {
+		h.markLost() // run out already, while its answer was on its way
+		return
+	}
 	if h.timer != nil {
 		h.timer.Reset(lease)
 		return
@@ -136,13 +142,18 @@ func (h *hold) leaseTimer(lease time.Duration) {
 // whole lease (the lease has surely run out), when MaxHold has passed since the hold began
 // (the lock then expires within one lease), or when the Client closes. first is the delay to
 // the first renewal: zero when the lock was handed over with a shorter lease than it needs.
-func (c *Client) watch(h *hold, key string, lease, first time.Duration, renew renewFunc) {
+// granted is when the attempt that set the lease was sent.
+func (c *Client) watch(h *hold, key string, lease, first time.Duration, granted time.Time, renew renewFunc) {
 	h.stop = make(chan struct{}) // before the goroutine: end, later, sees it
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		interval := lease / 3
-		lastOK := time.Now()
+		// deadline is when the lease in Redis may run out: a lease after the last renewal
+		// known to have worked was sent (the grant, at first, a little before now). Past it
+		// another owner may hold the lock, so the hold must be reported lost by then, not
+		// when a renewal that is still waiting for its answer gives up.
+		deadline := granted.Add(lease)
 		var maxHold <-chan time.Time
 		if c.opts.MaxHold > 0 {
 			t := time.NewTimer(c.opts.MaxHold)
@@ -163,7 +174,12 @@ func (c *Client) watch(h *hold, key string, lease, first time.Duration, renew re
 				return
 			case <-tick.C:
 			}
-			ctx, cancel := context.WithTimeout(c.ctx, interval)
+			sent := time.Now()
+			until := sent.Add(interval)
+			if deadline.Before(until) {
+				until = deadline
+			}
+			ctx, cancel := context.WithDeadline(c.ctx, until)
 			ok, err := renew(ctx, lease)
 			cancel()
 			if c.hooks.renewed != nil {
@@ -172,12 +188,14 @@ func (c *Client) watch(h *hold, key string, lease, first time.Duration, renew re
 			switch {
 			case err == nil && ok:
 				c.stats.renewals.Add(1)
-				lastOK = time.Now()
-			case err == nil || time.Since(lastOK) >= lease:
+				deadline = sent.Add(lease)
+			case err == nil || !time.Now().Before(deadline):
 				h.markLost()
 				return
 			}
-			tick.Reset(interval)
+			// After a failure, try again by the deadline at the latest: a renewal started
+			// then fails at once and reports the hold lost.
+			tick.Reset(min(interval, time.Until(deadline)))
 		}
 	}()
 }

@@ -7,7 +7,8 @@
 -- KEYS[3]  the waiters' deadlines (sorted set: owner -> server time in ms)
 -- KEYS[4]  the waiters' leases (hash: owner -> lease in ms to grant with .. "/" .. ticket)
 -- KEYS[5]  the lock's channel: a handover publishes the new holder's owner .. "/" .. ticket
---          .. " " (.. the releasing process id, when a release made it)
+--          .. "#" .. its fencing token .. " " (.. the releasing process id, when a release
+--          made it)
 -- KEYS[6]  the name's grant counter (KEYS[1] .. ":fence"), kept ARGV[7] ms: every grant, a
 --          handover too, increments it
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
@@ -84,17 +85,27 @@ if ttl == -2 then
   redis.call('HSET', KEYS[1], head, 1)
   ttl = tonumber(lease or ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ttl)
-  grant(KEYS[6], ARGV[7])
-  -- Without its lease entry (expired) the waiter learns of it at its next refresh.
+  local token = grant(KEYS[6], ARGV[7])
+  -- Without its lease entry (expired) the waiter learns of it at its next refresh. The
+  -- message carries the handover's fencing token, as fair_unlock.lua's does, in integer
+  -- digits: `..` would print a clock-based token (above 10^14) as 1.7956807359265e+15.
   if ticket then
-    redis.call('PUBLISH', KEYS[5], head .. '/' .. ticket .. ' ')
+    redis.call('PUBLISH', KEYS[5], head .. '/' .. ticket .. '#' .. string.format('%d', token) .. ' ')
   end
 elseif redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   if ARGV[5] == '1' then
+    -- Handed over while the caller slept: its lease ran from the handover, which the caller
+    -- cannot date. It starts again now, so that the caller's timer (from this attempt) is
+    -- not later than Redis's expiry.
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
     return {1, tonumber(redis.call('GET', KEYS[6]) or 0)}
   end
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  -- A re-entry may lengthen the lease, never shorten it: the outer hold (its watchdog, or
+  -- its fixed lease's timer) counts on the lease it set.
+  if ttl < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return {n, 0}
 end
 if tonumber(ARGV[4]) > 0 then

@@ -7,9 +7,10 @@
 -- ARGV[3]     how long the grant counter outlives a grant (a handover), in milliseconds
 -- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
 -- when it was released to nobody. On release the first waiter whose deadline has not passed
--- becomes the holder (hold count 1, its own lease) and its owner .. "/" .. its ticket is
--- returned (a string). A waiter of the caller's own process is woken by the caller; for any
--- other, its owner .. "/" .. ticket .. " " .. the caller's process id is published on KEYS[5].
+-- becomes the holder (hold count 1, its own lease) and its owner .. "/" .. its ticket .. "#"
+-- .. its fencing token is returned (a string). A waiter of the caller's own process is woken
+-- by the caller; for any other, that string .. " " .. the caller's process id is published on
+-- KEYS[5].
 
 -- grant increments a grant counter and keeps it ttl ms longer. One that Redis lost (restarted
 -- empty) or let expire (no grant for ttl) starts again at the server's clock in microseconds,
@@ -52,8 +53,10 @@ while true do
   if deadline and lease and tonumber(deadline) >= now then
     redis.call('HSET', KEYS[1], head, 1)
     redis.call('PEXPIRE', KEYS[1], lease)
-    grant(KEYS[6], ARGV[3])
-    local wait = head .. '/' .. ticket
+    -- The handover names the wait and carries its fencing token ("#" .. token): the new
+    -- holder starts work without asking Redis, so it learns its token here (in integer
+    -- digits: `..` prints a number above 10^14 in exponent form).
+    local wait = head .. '/' .. ticket .. '#' .. string.format('%d', grant(KEYS[6], ARGV[3]))
     -- A waiter of the caller's own process is woken by the caller: no message needed.
     if string.sub(head, 1, #ARGV[2] + 1) ~= ARGV[2] .. '-' then
       redis.call('PUBLISH', KEYS[5], wait .. ' ' .. ARGV[2])

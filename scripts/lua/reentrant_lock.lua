@@ -36,7 +36,11 @@ if ttl == -2 then
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  -- A re-entry may lengthen the lease, never shorten it: the outer hold (its watchdog, or
+  -- its fixed lease's timer) counts on the lease it set.
+  if ttl < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return {n, 0}
 end
 if ttl < 1 then ttl = 1 end

@@ -1,0 +1,218 @@
+package lock
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/testenv"
+)
+
+// TestFairHandoverCarriesToken: a FairLock waiter that is handed the lock (woken by the
+// releaser's handover, locally or by message) must get a fencing token above the previous
+// holder's, not 0. On a real Redis the tokens are clock-based (above 10^15), which Lua's
+// string concatenation would print in exponent form; the handover must still name its waiter
+// (a first version of this fix lost every handover that way until the lease ran out, which
+// TestMutualExclusion/real/fair caught).
+func TestFairHandoverCarriesToken(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		for _, sameProcess := range []bool{true, false} {
+			name := srv.Name + "/" + map[bool]string{true: "local", false: "message"}[sameProcess]
+			t.Run(name, func(t *testing.T) { fairHandoverToken(t, srv, sameProcess) })
+		}
+	}
+}
+
+func fairHandoverToken(t *testing.T, srv testenv.Redis, sameProcess bool) {
+	if srv.Mini != nil {
+		srv = testenv.EmbeddedRedis(t)
+	}
+	ctx := testCtx(t)
+	a := newProc(t, srv, Options{})
+	b := a
+	if !sameProcess {
+		b = newProc(t, srv, Options{})
+	}
+	lockName := testenv.Unique("handtok-")
+	holder := a.c.FairLock(lockName)
+	take(t, holder, 30*time.Second)
+	first := holder.Token()
+	require.Positive(t, first)
+	sleeping := make(chan struct{}, 10)
+	b.c.hooks.waiting = func(string) { sleeping <- struct{}{} }
+	type res struct {
+		ok    bool
+		err   error
+		token int64
+	}
+	done := make(chan res, 1)
+	go func() {
+		l := b.c.FairLock(lockName)
+		ok, err := l.TryLockWait(ctx, -1, 30*time.Second)
+		r := res{ok, err, l.Token()}
+		if ok {
+			_ = l.Unlock(ctx)
+		}
+		done <- r
+	}()
+	<-sleeping
+	require.NoError(t, holder.Unlock(ctx))
+	r := <-done
+	require.NoError(t, r.err)
+	require.True(t, r.ok)
+	require.Greater(t, r.token, first, "the handed-over holder's token")
+}
+
+// partitionHook makes every command of one client wait for its context to end while cut is
+// set: the client can no longer reach Redis, others still can (a network partition).
+type partitionHook struct{ cut *atomic.Bool }
+
+func (partitionHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h partitionHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.cut.Load() {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h partitionHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestWatchdogReportsLossByTheLeaseEnd: a watchdog holder is cut off from Redis right
+// after its grant, while other processes still reach it. Its lease in Redis runs out a lease
+// after the grant, and another owner may take the lock then; Lost() must be closed by then.
+// The watchdog gave each renewal the whole interval to answer and only checked the time
+// after it failed, so it reported the loss up to a third of a lease late (with the default
+// 30 s lease, 10 s in which two owners held the lock).
+func TestWatchdogReportsLossByTheLeaseEnd(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	var cut atomic.Bool
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
+	rdb.AddHook(partitionHook{&cut})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c := NewClient(rdb, Options{})
+	t.Cleanup(func() { _ = c.Close() })
+
+	const lease = 1500 * time.Millisecond // renewals every 500 ms
+	l := c.ReentrantLock(testenv.Unique("partition-"))
+	sent := time.Now()
+	ok, err := l.TryLock(context.Background(), lease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	cut.Store(true)
+
+	select {
+	case <-l.Lost():
+		// Reported lost about when the lease may have run out in Redis. The old watchdog
+		// was a whole renewal interval (lease/3, 500 ms) late; half of that is the bound,
+		// which leaves a loaded machine's scheduling delays room.
+		late := time.Since(sent) - lease
+		assert.Less(t, late, lease/6, "Lost() closed %s after the lease ran out", late)
+	case <-time.After(5 * lease):
+		t.Fatal("hold never reported lost")
+	}
+}
+
+// TestReentryNeverShortensTheLease: a goroutine holds a lock with the watchdog and
+// re-enters it with a short fixed lease (a helper it calls uses TryLockWait(ctx, 0, 100ms)).
+// The re-entry must not cut the watched hold's lease in Redis: else the lock expires 100 ms
+// later, another process takes it, and the holder, whose watchdog renews only every lease/3,
+// still believes it holds the lock, Lost() open.
+func TestReentryNeverShortensTheLease(t *testing.T) {
+	for _, k := range kinds[:2] { // the hash locks: LocalRemoteLock re-enters locally
+		t.Run(k.name, func(t *testing.T) {
+			srv := testenv.EmbeddedRedis(t)
+			ctx := testCtx(t)
+			a, b := newProc(t, srv, Options{}), newProc(t, srv, Options{})
+			name := testenv.Unique("reenter-")
+			la := k.make(a, name)
+			ok, err := la.TryLock(ctx, 30*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok)
+			ok, err = la.TryLockWait(ctx, 0, 100*time.Millisecond)
+			require.NoError(t, err)
+			require.True(t, ok, "re-entry")
+			srv.Mini.FastForward(200 * time.Millisecond)
+			ok, err = k.make(b, name).TryLock(ctx, 30*time.Second)
+			require.NoError(t, err)
+			if ok {
+				select {
+				case <-la.Lost():
+				default:
+					t.Fatal("another process took the lock while its holder's Lost() was open")
+				}
+			}
+		})
+	}
+}
+
+// slowReplyHook delays the answer of every script call while armed, after Redis ran it: the
+// lease it set runs while the answer is on its way (FastForward ages the embedded Redis by
+// as much).
+type slowReplyHook struct {
+	armed *atomic.Bool
+	mini  interface{ FastForward(time.Duration) }
+	delay time.Duration
+}
+
+func (slowReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h slowReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && h.armed.CompareAndSwap(true, false) {
+			time.Sleep(h.delay)
+			h.mini.FastForward(h.delay)
+		}
+		return err
+	}
+}
+
+func (h slowReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestFixedLeaseCountsFromTheRequest: a fixed lease starts when Redis runs the grant,
+// before its answer comes back. The hold's timer started only at the answer, so a slow
+// answer left Lost() open while the lease had run out and another process held the lock.
+func TestFixedLeaseCountsFromTheRequest(t *testing.T) {
+	for _, k := range kinds[:2] {
+		t.Run(k.name, func(t *testing.T) {
+			srv := testenv.EmbeddedRedis(t)
+			ctx := testCtx(t)
+			var armed atomic.Bool
+			const lease = 300 * time.Millisecond
+			rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
+			rdb.AddHook(slowReplyHook{armed: &armed, mini: srv.Mini, delay: lease})
+			t.Cleanup(func() { _ = rdb.Close() })
+			ca := NewClient(rdb, Options{})
+			t.Cleanup(func() { _ = ca.Close() })
+			b := newProc(t, srv, Options{})
+			name := testenv.Unique("slowreply-")
+			la := k.make(proc{c: ca}, name)
+			armed.Store(true)
+			ok, err := la.TryLockWait(ctx, 0, lease)
+			require.NoError(t, err)
+			require.True(t, ok)
+			ok, err = k.make(b, name).TryLock(ctx, 30*time.Second)
+			require.NoError(t, err)
+			require.True(t, ok, "the lease has run out in Redis")
+			select {
+			case <-la.Lost():
+			default:
+				t.Fatal("another process holds the lock while its first holder's Lost() is open")
+			}
+		})
+	}
+}
