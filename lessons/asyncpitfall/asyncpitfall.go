@@ -41,6 +41,9 @@ type Run struct {
 	// were told were admitted (202), the rows in the database, and admitted orders neither
 	// written nor waiting in the stream (lost).
 	Initial, RedisStock, Admitted, Rows, Lost, Pending int64
+	// Queued is the admitted orders still in the stream (read or not) that are not rows yet:
+	// each holds a unit Redis no longer offers.
+	Queued int64
 	// Broken is the lesson's failure, in words; empty when the books are right.
 	Broken string
 }
@@ -103,6 +106,7 @@ type env struct {
 	db       *table
 	timeline []string
 	admitted int64
+	ids      []int64 // the orders answered 202, in order
 	initial  int64
 	nextID   int64
 	// as names the instance acting, when two share a consumer name (lesson A5).
@@ -154,6 +158,7 @@ func (e *env) answer(user, code int64) (string, error) {
 	switch code {
 	case 0:
 		e.admitted++
+		e.ids = append(e.ids, e.nextID)
 		a = fmt.Sprintf("202 pending (order %d)", e.nextID)
 	case 3:
 		a = "409 already_ordered"
@@ -288,21 +293,39 @@ func (e *env) books(ctx context.Context) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	dead, err := e.rdb.XLen(ctx, e.k.dead).Result()
+	dead, err := e.rdb.XRange(ctx, e.k.dead, "-", "+").Result()
 	if err != nil {
 		return Run{}, err
 	}
-	inStream, err := e.rdb.XLen(ctx, e.k.stream).Result()
+	stream, err := e.rdb.XRange(ctx, e.k.stream, "-", "+").Result()
 	if err != nil {
 		return Run{}, err
 	}
-	// Lost: admitted, not written, no longer in the stream (acknowledged entries are deleted,
-	// as scripts/lua/async_ack.lua does: what is left is pending or not yet read, so a writer
-	// will see it), and not dead-lettered (so nobody was told it failed).
-	rows := int64(len(e.db.rows))
-	lost := e.admitted - rows - inStream - dead
-	r := Run{Timeline: e.timeline, Initial: e.initial, RedisStock: stock, Admitted: e.admitted, Rows: rows,
-		Lost: max(lost, 0), Pending: pending.Count}
+	inStream, deadLettered := map[int64]bool{}, map[int64]bool{}
+	for _, x := range entries(stream) {
+		inStream[x.order] = true
+	}
+	for _, x := range entries(dead) {
+		deadLettered[x.order] = true
+	}
+	// Counted per order, so that an order that is both a row and a dead letter (lesson A5)
+	// counts once. Queued: admitted, in the stream, not a row. Lost: admitted, not written, no
+	// longer in the stream (acknowledged entries are deleted, as scripts/lua/async_ack.lua
+	// does: what is left is pending or not yet read, so a writer will see it), and not
+	// dead-lettered (so nobody was told it failed).
+	var queued, lost int64
+	for _, id := range e.ids {
+		_, written := e.db.rows[id]
+		switch {
+		case written:
+		case inStream[id]:
+			queued++
+		case !deadLettered[id]:
+			lost++
+		}
+	}
+	r := Run{Timeline: e.timeline, Initial: e.initial, RedisStock: stock, Admitted: e.admitted, Rows: int64(len(e.db.rows)),
+		Lost: lost, Pending: pending.Count, Queued: queued}
 	return r, nil
 }
 

@@ -46,6 +46,11 @@ func TestLessons(t *testing.T) {
 			assert.Equal(t, int64(2), byID["A5"].Wrong.Rows, "A5: both units sold")
 			assert.Equal(t, int64(1), byID["A5"].Wrong.RedisStock, "A5: and Redis still offers one, after user 3 took another")
 			assert.Equal(t, int64(0), byID["A5"].Right.RedisStock)
+			// User 3's order 103 was admitted for a unit that is already a row (it waits in the
+			// stream), and Redis offers one more: two units over-admitted, not one.
+			assert.Equal(t, int64(1), byID["A5"].Wrong.Queued, "A5: order 103 waits in the stream")
+			assert.Contains(t, byID["A5"].Wrong.Broken, "2 unit(s) sold twice", "A5: the count includes the order admitted for a sold unit")
+			assert.Equal(t, int64(0), byID["A5"].Wrong.Lost, "A5: nothing lost, counted per order (rows that are also dead letters count once)")
 		})
 	}
 }
