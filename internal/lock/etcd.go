@@ -62,9 +62,14 @@ type EtcdClient struct {
 
 	holds *sessionHolds // the holds, with their keys
 
-	mu     sync.Mutex       // guards lease and closed, and orders a loss of holds with the lease's change
+	mu     sync.Mutex       // guards lease, closed and cleaning, and orders a loss of holds with the lease's change
 	lease  clientv3.LeaseID // 0 while none
 	closed bool
+	// cleaning has the keys being deleted in the background, each with a channel closed when
+	// that delete is over. A key's name is its lease and owner, so the owner's next
+	// acquisition would name its key the same: it waits for the delete first, lest it adopt
+	// the key the delete is about to remove.
+	cleaning map[string]chan struct{}
 
 	done chan struct{} // closed by Close
 	wg   sync.WaitGroup
@@ -75,6 +80,13 @@ type EtcdClient struct {
 // etcdHooks lets the package's tests observe an acquisition. All nil outside tests.
 type etcdHooks struct {
 	watching func(me, pred string) // a waiter is about to wait for pred's delete
+	// enqueued sees, and may replace, the error of every enqueue transaction: a test "loses"
+	// the reply of a put etcd did.
+	enqueued func(err error) error
+	// cleaning runs in a background delete of key before it asks etcd, cleaned after.
+	cleaning, cleaned func(key string)
+	// awaiting reports an acquisition waiting for a background delete of its key to end.
+	awaiting func(key string)
 }
 
 // NewEtcdClient connects to the etcd endpoints (host:port) and grants the client's lease,
@@ -108,13 +120,14 @@ func newEtcdClient(ctx context.Context, endpoints []string, opts EtcdOptions, ho
 		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	c := &EtcdClient{
-		cli:     cli,
-		process: opts.Process,
-		prefix:  opts.Prefix,
-		ttl:     opts.LeaseTTL,
-		holds:   newSessionHolds(),
-		done:    make(chan struct{}),
-		hooks:   hooks,
+		cli:      cli,
+		process:  opts.Process,
+		prefix:   opts.Prefix,
+		ttl:      opts.LeaseTTL,
+		holds:    newSessionHolds(),
+		cleaning: map[string]chan struct{}{},
+		done:     make(chan struct{}),
+		hooks:    hooks,
 	}
 	id, alive, stop, err := c.grant(ctx)
 	if err != nil {

@@ -74,6 +74,9 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 			return false, err
 		}
 		key := queue + strconv.FormatInt(int64(lease), 16) + "-" + url.PathEscape(me)
+		if err := c.awaitCleanup(ctx, key); err != nil {
+			return false, err
+		}
 		rev, first, err := c.enqueue(ctx, queue, key, me, lease)
 		if err == nil {
 			got := first
@@ -87,8 +90,13 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 				err = errEtcdRequeue
 			}
 		}
-		if rev != 0 {
+		switch {
+		case rev != 0:
 			_, _ = c.remove(ctx, key, rev) // failing, it goes on in the background
+		case err != nil && !errors.Is(err, errEtcdRequeue):
+			// The put may have been done all the same, its reply lost: a key this owner does
+			// not know it has would head the queue for as long as the lease lives.
+			c.cleanupLater(key, 0)
 		}
 		if !errors.Is(err, errEtcdRequeue) || wait == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return false, err
@@ -113,6 +121,9 @@ func (c *EtcdClient) enqueue(ctx context.Context, queue, key, me string, lease c
 		Then(clientv3.OpPut(key, me, clientv3.WithLease(lease)), firstKey).
 		Else(clientv3.OpGet(key), firstKey).
 		Commit()
+	if c.hooks.enqueued != nil {
+		err = c.hooks.enqueued(err)
+	}
 	if err != nil {
 		return 0, false, err
 	}
@@ -212,20 +223,10 @@ func (c *EtcdClient) waitDelete(ctx context.Context, events clientv3.WatchChan, 
 
 // remove deletes key, made at revision rev by the calling goroutine, and reports gone when it
 // was not there. When etcd does not answer within ctx, or ctx has ended, the delete goes on in
-// the background, bounded by etcdCleanupTimeout, and only while the key is still the one made
-// at rev: by then the goroutine may have made a new key of the same name (same owner, same
-// lease), which that late delete must not remove.
+// the background (cleanupLater), bounded by etcdCleanupTimeout, and only while the key is
+// still the one made at rev; the goroutine's next acquisition, whose key has the same name
+// (same owner, same lease), waits for that delete before it puts or adopts a key.
 func (c *EtcdClient) remove(ctx context.Context, key string, rev int64) (gone bool, err error) {
-	del := func(ctx context.Context) (bool, error) {
-		resp, err := c.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-			Then(clientv3.OpDelete(key)).
-			Commit()
-		if err != nil {
-			return false, err
-		}
-		return !resp.Succeeded, nil
-	}
 	if ctx.Err() == nil {
 		// In the foreground a plain delete will do: the owner is this goroutine, which makes
 		// no new key of the name before remove returns.
@@ -234,19 +235,74 @@ func (c *EtcdClient) remove(ctx context.Context, key string, rev int64) (gone bo
 			return resp.Deleted == 0, nil
 		}
 	}
-	c.mu.Lock()
-	if !c.closed { // after Close the revoked lease took the key
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			bctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
-			defer cancel()
-			_, _ = del(bctx)
-		}()
-	}
-	c.mu.Unlock()
+	c.cleanupLater(key, rev)
 	if err == nil {
 		err = ctx.Err()
 	}
 	return false, err
+}
+
+// cleanupLater deletes key in the background, bounded by etcdCleanupTimeout: only while it is
+// the key made at rev, or whatever its revision when rev is 0 (a put whose reply was lost).
+// Until that delete is over, the owner's next acquisition, whose key has the same name, waits
+// for it (awaitCleanup) instead of adopting the key the delete is about to remove.
+func (c *EtcdClient) cleanupLater(key string, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed { // after Close the revoked lease took the key
+		return
+	}
+	prev := c.cleaning[key]
+	done := make(chan struct{})
+	c.cleaning[key] = done
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			c.mu.Lock()
+			if c.cleaning[key] == done {
+				delete(c.cleaning, key)
+			}
+			c.mu.Unlock()
+			close(done)
+		}()
+		if prev != nil {
+			<-prev // bounded as this one is
+		}
+		if c.hooks.cleaning != nil {
+			c.hooks.cleaning(key)
+		}
+		bctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
+		defer cancel()
+		txn := c.cli.Txn(bctx)
+		if rev != 0 {
+			txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+		}
+		_, _ = txn.Then(clientv3.OpDelete(key)).Commit()
+		if c.hooks.cleaned != nil {
+			c.hooks.cleaned(key)
+		}
+	}()
+}
+
+// awaitCleanup waits until no background delete of key is on its way, or ctx ends or the
+// client closes.
+func (c *EtcdClient) awaitCleanup(ctx context.Context, key string) error {
+	c.mu.Lock()
+	done := c.cleaning[key]
+	c.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	if c.hooks.awaiting != nil {
+		c.hooks.awaiting(key)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	}
 }

@@ -107,8 +107,10 @@ func (l *MySQLGetLock) TryLock(ctx context.Context, lease time.Duration) (bool, 
 // timeout as whole seconds (GET_LOCK(name, 0.3) gives up at once on MySQL 9.7), so there the
 // server waits the whole seconds and the rest is polled with GET_LOCK(name, 0), every 5 ms
 // at first and at most every 50 ms. It reports false, nil when wait runs out; wait == 0
-// tries once, wait < 0 waits as long as ctx allows. When ctx ends first the driver closes
-// the connection, which ends the server's wait, and TryLockWait returns ctx's error.
+// tries once, wait < 0 waits as long as ctx allows. Waiting for a connection of the pool
+// (holders pin theirs) counts against wait, and one not had within it is an error. When ctx
+// ends first the driver closes the connection, which ends the server's wait, and TryLockWait
+// returns ctx's error.
 func (l *MySQLGetLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	if wait < 0 {
 		wait = getLockForever
@@ -130,9 +132,23 @@ func (l *MySQLGetLock) get(ctx context.Context, wait time.Duration) (bool, error
 	l.mu.Unlock()
 	fresh := sess == nil
 	if fresh {
-		conn, err := l.s.db.Conn(ctx)
+		// Holders pin their connections, so the pool may have none to give for as long as
+		// they hold: the wait for one counts against the caller's wait.
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if wait > 0 {
+			cctx, cancel = context.WithTimeout(ctx, wait)
+		}
+		start := time.Now()
+		conn, err := l.s.db.Conn(cctx)
+		cancel()
 		if err != nil {
+			if ctx.Err() == nil && cctx.Err() != nil {
+				err = fmt.Errorf("no connection from the pool within the wait: %w", err)
+			}
 			return false, fmt.Errorf("get_lock %s: %w", l.name, err)
+		}
+		if wait > 0 {
+			wait = max(wait-time.Since(start), 0)
 		}
 		sess = &getLockSession{conn: conn}
 	}

@@ -165,3 +165,38 @@ func TestGetLockFreedWithItsConnection(t *testing.T) {
 	assert.ErrorIs(t, holder.Unlock(ctx), lock.ErrNotHeld, "the killed holder's Unlock")
 	require.NoError(t, next.Unlock(ctx))
 }
+
+// TestGetLockWaitBoundsThePoolWait: every holder pins a connection, so the pool can be empty
+// when a waiter comes, here held by the holder of another name. TryLockWait must still end
+// when its wait runs out, not wait for a connection as long as its context allows.
+func TestGetLockWaitBoundsThePoolWait(t *testing.T) {
+	db := getLockDB(t)
+	db.SetMaxOpenConns(1)
+	ctx := dbCtx(t)
+	a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
+	release, released := make(chan struct{}), make(chan error)
+	go func() { // the holder of another name pins the pool's only connection
+		holder := a.GetLock(testenv.Unique("getlock-pool-other-"))
+		ok, err := holder.TryLock(ctx, 0)
+		if err == nil && !ok {
+			err = errors.New("holder: not acquired")
+		}
+		released <- err
+		<-release
+		released <- holder.Unlock(ctx)
+	}()
+	require.NoError(t, <-released)
+	defer func() {
+		close(release)
+		require.NoError(t, <-released)
+	}()
+
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	ok, err := b.GetLock(testenv.Unique("getlock-pool-")).TryLockWait(wctx, 300*time.Millisecond, 0)
+	elapsed := time.Since(start)
+	assert.False(t, ok)
+	assert.Less(t, elapsed, 2*time.Second, "a 300ms wait took %s (until its context ended: %v)", elapsed, err)
+	assert.NoError(t, wctx.Err(), "the wait ran out before the context")
+}
