@@ -110,24 +110,12 @@ func TestGetLockPolledRemainder(t *testing.T) {
 	ctx := dbCtx(t)
 	a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
 	name := testenv.Unique("getlock-poll-")
-	release, released := make(chan struct{}), make(chan error)
-	go func() { // the holder's goroutine: a GET_LOCK belongs to its goroutine's session
-		holder := a.GetLock(name)
-		ok, err := holder.TryLock(ctx, 0)
-		if err == nil && !ok {
-			err = errors.New("holder: not acquired")
-		}
-		released <- err
-		<-release
-		released <- holder.Unlock(ctx)
-	}()
-	require.NoError(t, <-released)
+	release := holdElsewhere(ctx, t, a, name)
 
 	var polls atomic.Int32
 	lock.PollGetLocks(b, func() {
 		if polls.Add(1) == 1 {
-			close(release)
-			require.NoError(t, <-released)
+			require.NoError(t, release())
 		}
 	})
 	waiter := b.GetLock(name)
@@ -174,22 +162,9 @@ func TestGetLockWaitBoundsThePoolWait(t *testing.T) {
 	db.SetMaxOpenConns(1)
 	ctx := dbCtx(t)
 	a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
-	release, released := make(chan struct{}), make(chan error)
-	go func() { // the holder of another name pins the pool's only connection
-		holder := a.GetLock(testenv.Unique("getlock-pool-other-"))
-		ok, err := holder.TryLock(ctx, 0)
-		if err == nil && !ok {
-			err = errors.New("holder: not acquired")
-		}
-		released <- err
-		<-release
-		released <- holder.Unlock(ctx)
-	}()
-	require.NoError(t, <-released)
-	defer func() {
-		close(release)
-		require.NoError(t, <-released)
-	}()
+	// The holder of another name pins the pool's only connection.
+	release := holdElsewhere(ctx, t, a, testenv.Unique("getlock-pool-other-"))
+	defer func() { require.NoError(t, release()) }()
 
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -199,4 +174,23 @@ func TestGetLockWaitBoundsThePoolWait(t *testing.T) {
 	assert.False(t, ok)
 	assert.Less(t, elapsed, 2*time.Second, "a 300ms wait took %s (until its context ended: %v)", elapsed, err)
 	assert.NoError(t, wctx.Err(), "the wait ran out before the context")
+}
+
+// holdElsewhere takes name with locks on a goroutine of its own (a GET_LOCK belongs to its
+// goroutine's session) and returns once it holds it; release unlocks it there.
+func holdElsewhere(ctx context.Context, t *testing.T, locks *lock.MySQLGetLocks, name string) (release func() error) {
+	t.Helper()
+	rel, released := make(chan struct{}), make(chan error)
+	go func() {
+		holder := locks.GetLock(name)
+		ok, err := holder.TryLock(ctx, 0)
+		if err == nil && !ok {
+			err = errors.New("holder: not acquired")
+		}
+		released <- err
+		<-rel
+		released <- holder.Unlock(ctx)
+	}()
+	require.NoError(t, <-released)
+	return func() error { close(rel); return <-released }
 }
