@@ -45,9 +45,51 @@ func Up(ctx context.Context, db *sql.DB, dialect Dialect) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
+	if dialect == MySQL {
+		if n := db.Stats().MaxOpenConnections; n == 1 {
+			// The lock pins a connection of its own while goose uses another: a pool of one
+			// would wait for ever.
+			db.SetMaxOpenConns(2)
+			defer db.SetMaxOpenConns(n)
+		}
+		unlock, err := lockMySQL(ctx, db)
+		if err != nil {
+			return 0, err
+		}
+		defer unlock()
+	}
 	res, err := p.Up(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
 	return len(res), nil
+}
+
+// migrateLock names the MySQL/MariaDB user lock (GET_LOCK) that serialises `seckill migrate`
+// runs against one server, and migrateLockWait bounds the wait for it. goose takes no lock
+// of its own on MySQL: two runs at once (one per starting instance, say) both saw version 0,
+// both ran 00001, and the second failed with "Table 'vouchers' already exists".
+const (
+	migrateLock     = "seckill.migrate"
+	migrateLockWait = 60 // seconds
+)
+
+// lockMySQL takes migrateLock on a connection of its own, held until the returned unlock.
+func lockMySQL(ctx context.Context, db *sql.DB) (unlock func(), err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: lock: %w", err)
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", migrateLock, migrateLockWait).Scan(&got); err != nil || got.Int64 != 1 {
+		_ = conn.Close()
+		if err == nil {
+			err = fmt.Errorf("another migration held it for %d s", migrateLockWait)
+		}
+		return nil, fmt.Errorf("migrate: lock %q: %w", migrateLock, err)
+	}
+	return func() {
+		_, _ = conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", migrateLock)
+		_ = conn.Close()
+	}, nil
 }

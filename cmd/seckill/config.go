@@ -100,6 +100,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
+	if extra == nil && fs.NArg() > 0 {
+		// flag stops at the first argument that is not a flag: every flag after it would be
+		// ignored without a word (`serve -lock redlock x -fencing off` runs with auto fencing).
+		return config{}, fmt.Errorf("%s takes no arguments, got %q (flags after it were not read)", name, fs.Args())
+	}
 	cfg := config{
 		httpAddr:   *vals["SECKILL_HTTP_ADDR"],
 		mysqlDSN:   *vals["SECKILL_MYSQL_DSN"],
@@ -110,12 +115,21 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		pprofAddr:  *vals["SECKILL_PPROF_ADDR"],
 		fencing:    *vals["SECKILL_FENCING"],
 	}
+	if err := checkHTTPAddr(cfg.httpAddr); err != nil {
+		return config{}, err
+	}
 	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
 		return config{}, err
 	}
 	var err error
 	if cfg.lockTTL, err = parseDuration("SECKILL_LOCK_TTL", *vals["SECKILL_LOCK_TTL"], time.Millisecond); err != nil {
 		return config{}, err
+	}
+	if cfg.lockTTL%time.Millisecond != 0 {
+		// Redis takes the lease in whole milliseconds (PX, and the scripts' Milliseconds()),
+		// truncated: 1.5ms would be a 1 ms lease under an order deadline checked against 1.5 ms.
+		return config{}, fmt.Errorf("SECKILL_LOCK_TTL=%q: want whole milliseconds (Redis's PX would truncate it to %s)",
+			*vals["SECKILL_LOCK_TTL"], cfg.lockTTL.Truncate(time.Millisecond))
 	}
 	if cfg.orderDelay, err = parseDuration("SECKILL_ORDER_DELAY", *vals["SECKILL_ORDER_DELAY"], 0); err != nil {
 		return config{}, err
@@ -194,6 +208,20 @@ func (c *config) parseAsync(vals map[string]*string) error {
 	}
 	c.stream.DBDownBound, err = parseDuration("SECKILL_STREAM_DB_DOWN", *vals["SECKILL_STREAM_DB_DOWN"], time.Second)
 	return err
+}
+
+// checkHTTPAddr refuses a listen address without a port: net.Listen takes "" and "host:" as
+// port 0, a random port (on every interface for ""), which no proxy or probe would find.
+// An explicit port 0 is still accepted.
+func checkHTTPAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil && port == "" {
+		err = errors.New("no port")
+	}
+	if err != nil {
+		return fmt.Errorf("SECKILL_HTTP_ADDR=%q: want [host]:port: %w", addr, err)
+	}
+	return nil
 }
 
 // parseAddrs reads a comma-separated list of host:port; empty is nil.

@@ -39,6 +39,12 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
+	if cfg.mysqlDSN == "" {
+		// The embedded stores would be this process's own: a Redis that has never seen an
+		// order, so every voucher is "not in redis" and the books could never disagree.
+		return fmt.Errorf("reconcile: set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDR (or SECKILL_REDIS_SENTINEL) of the instances; " +
+			"the embedded stores live and die with each process, so there are no books to check")
+	}
 	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(stderr, nil))

@@ -474,3 +474,39 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		assert.Contains(t, err.Error(), tt.want)
 	}
 }
+
+// TestRunRefusesSilentMisconfig: settings that used to be accepted and then misbehave without
+// a word are refused at start. Each run is bounded: accepted, serve would run until the
+// context ends (and reconcile would exit 0).
+func TestRunRefusesSilentMisconfig(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		// A listen address without a port is a random one (on every interface for "").
+		{"empty listen address", []string{"seckill", "serve", "-http-addr", ""}, nil, `SECKILL_HTTP_ADDR=""`},
+		{"listen address without port", []string{"seckill", "serve"}, map[string]string{"SECKILL_HTTP_ADDR": "127.0.0.1:"}, `SECKILL_HTTP_ADDR="127.0.0.1:"`},
+		// Redis takes the lease in whole milliseconds, truncated: 10.5ms would be a 10 ms lease
+		// under a 10.2 ms order deadline that passed the check against 10.5 ms.
+		{"lock TTL of 10.5ms", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-lock-ttl", "10.5ms", "-order-timeout", "10.2ms", "-fencing", "off"}, nil, "whole milliseconds"},
+		{"lock TTL of 1500us", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"}, map[string]string{"SECKILL_LOCK_TTL": "1500us"}, "whole milliseconds"},
+		// A stray argument stops the flags: those after it were ignored without a word.
+		{"serve with an argument", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "oops", "-fencing", "bogus"}, nil, "serve takes no arguments"},
+		{"migrate with an argument", []string{"seckill", "migrate", "now"}, nil, "migrate takes no arguments"},
+		// reconcile over the embedded stores reads a Redis of its own that never saw an order:
+		// every voucher "not in redis", exit 0, whatever the instances' books say.
+		{"reconcile on embedded stores", []string{"seckill", "reconcile"}, nil, "reconcile: set SECKILL_MYSQL_DSN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			err := run(ctx, tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+			require.NoError(t, ctx.Err(), "not refused at start: %v", err)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}

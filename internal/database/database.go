@@ -61,6 +61,9 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
 	cfg.MultiStatements = true
+	if err := checkTimeouts(cfg); err != nil {
+		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
+	}
 	withDefaultTimeouts(cfg)
 	g, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg}), gormConfig())
 	if err != nil {
@@ -83,6 +86,23 @@ func OpenSQLite(ctx context.Context, dir string, pool Pool) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	return finish(ctx, &DB{DB: g, Dialect: migrations.SQLite}, pool)
+}
+
+// checkTimeouts refuses a negative network timeout: go-sql-driver applies only a positive
+// one, so timeout=-1s or readTimeout=-1s would turn the bound off (a frozen server then holds
+// a call and its connection until the kernel gives up on the TCP connection), and being
+// non-zero it would not get the default either.
+func checkTimeouts(cfg *mysqldriver.Config) error {
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"timeout", cfg.Timeout}, {"readTimeout", cfg.ReadTimeout}, {"writeTimeout", cfg.WriteTimeout}} {
+		if t.d < 0 {
+			return fmt.Errorf("%s=%s: a negative timeout is no timeout at all; want a positive duration, or leave it out for %s",
+				t.name, t.d, map[string]time.Duration{"timeout": DefaultDialTimeout, "readTimeout": DefaultReadTimeout, "writeTimeout": DefaultWriteTimeout}[t.name])
+		}
+	}
+	return nil
 }
 
 // withDefaultTimeouts sets the network timeouts cfg leaves at zero (none).
