@@ -64,8 +64,11 @@ type Client struct {
 	ctx    context.Context // cancelled by Close; parents the watchdogs
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // watchdog goroutines
-	closed atomic.Bool
-	waits  atomic.Uint64 // FairLock waits so far: each wait's ticket
+	// watchMu orders a watchdog's wg.Add with Close: a lock granted while the Client closes
+	// must not Add after Close began to Wait (a WaitGroup misuse).
+	watchMu sync.Mutex
+	closed  atomic.Bool
+	waits   atomic.Uint64 // FairLock waits so far: each wait's ticket
 
 	hooks hooks
 
@@ -107,7 +110,10 @@ func (c *Client) Process() string { return c.opts.Process }
 // Close stops every watchdog and closes the subscription connection. Waiters return
 // ErrClosed; locks still held are not released and expire within their lease.
 func (c *Client) Close() error {
-	if !c.closed.CompareAndSwap(false, true) {
+	c.watchMu.Lock()
+	first := c.closed.CompareAndSwap(false, true)
+	c.watchMu.Unlock()
+	if !first {
 		return nil
 	}
 	c.cancel()

@@ -216,3 +216,19 @@ func TestFixedLeaseCountsFromTheRequest(t *testing.T) {
 		})
 	}
 }
+
+// TestGrantDuringCloseIsLost: a lock granted while its Client closes gets no watchdog (whose
+// start would race with Close's wait for the watchdogs) and is reported lost at once, as
+// Close reports every hold it stops renewing.
+func TestGrantDuringCloseIsLost(t *testing.T) {
+	p := newProc(t, testenv.EmbeddedRedis(t), Options{})
+	require.NoError(t, p.c.Close())
+	h := p.c.holds.begin("lock:{grant-during-close}:reentrant", "me", 1)
+	p.c.watch(h, "lock:{grant-during-close}:reentrant", time.Second, time.Second/3, time.Now(),
+		func(context.Context, time.Duration) (bool, error) { return true, nil })
+	select {
+	case <-h.lost:
+	default:
+		t.Fatal("a hold granted after Close is not reported lost")
+	}
+}

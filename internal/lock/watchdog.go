@@ -145,7 +145,15 @@ func (h *hold) leaseTimer(lease time.Duration) {
 // granted is when the attempt that set the lease was sent.
 func (c *Client) watch(h *hold, key string, lease, first time.Duration, granted time.Time, renew renewFunc) {
 	h.stop = make(chan struct{}) // before the goroutine: end, later, sees it
+	c.watchMu.Lock()
+	if c.closed.Load() {
+		// Granted while the Client closed: no watchdog will renew it, so it is lost now.
+		c.watchMu.Unlock()
+		h.markLost()
+		return
+	}
 	c.wg.Add(1)
+	c.watchMu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		interval := lease / 3
