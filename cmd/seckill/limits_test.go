@@ -123,3 +123,19 @@ func TestServeReadTimeoutDoesNotCutOrders(t *testing.T) {
 	assert.Equal(t, "created", code)
 	assert.GreaterOrEqual(t, time.Since(start), delay, "the order ran its delay")
 }
+
+// TestShutdownGraceCoversTheLongestOrder: a shutdown waits for in-flight orders at least
+// shutdownGrace, and longer when an order's deadline is longer (explicit fencing lets
+// SECKILL_ORDER_TIMEOUT exceed the lock TTL and the 15 s): cut off earlier, such an order
+// would be abandoned inside its deadline and the instance would exit 1.
+func TestShutdownGraceCoversTheLongestOrder(t *testing.T) {
+	for _, tt := range []struct {
+		span, want time.Duration
+	}{
+		{2 * time.Second, shutdownGrace},
+		{10 * time.Second, shutdownGrace},
+		{30 * time.Second, 30*time.Second + writeTimeoutSlack},
+	} {
+		assert.Equal(t, tt.want, graceFor(tt.span), "order span %s", tt.span)
+	}
+}

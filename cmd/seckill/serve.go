@@ -14,8 +14,16 @@ import (
 	"github.com/seckill/seckill/internal/order"
 )
 
-// shutdownGrace bounds how long in-flight orders get to finish and release their locks.
+// shutdownGrace bounds how long in-flight orders get to finish and release their locks,
+// unless an order may run longer (see graceFor).
 const shutdownGrace = 15 * time.Second
+
+// graceFor is how long a shutdown waits for in-flight requests when an order may run for
+// span: shutdownGrace, or longer when span is (SECKILL_ORDER_TIMEOUT beyond it, which
+// explicit fencing allows), so that no order still inside its deadline is cut off.
+func graceFor(span time.Duration) time.Duration {
+	return max(shutdownGrace, span+writeTimeoutSlack)
+}
 
 // The HTTP server's limits. Every request of this API is a few hundred bytes of headers and
 // at most a 64 KiB body (the admin API's JSON; the order endpoint takes none), and behind
@@ -104,8 +112,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: draining in-flight requests", "grace", shutdownGrace)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	grace := graceFor(orderSpan(cfg.appConfig().Order))
+	log.Info("shutting down: draining in-flight requests", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
