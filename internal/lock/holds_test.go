@@ -70,23 +70,17 @@ func fairHandoverToken(t *testing.T, srv testenv.Redis, sameProcess bool) {
 
 // partitionHook makes every command of one client wait for its context to end while cut is
 // set: the client can no longer reach Redis, others still can (a network partition).
-type partitionHook struct{ cut *atomic.Bool }
-
-func (partitionHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h partitionHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.cut.Load() {
-			<-ctx.Done()
-			cmd.SetErr(ctx.Err())
-			return ctx.Err()
+func partitionHook(cut *atomic.Bool) hook {
+	return func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if cut.Load() {
+				<-ctx.Done()
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+			return next(ctx, cmd)
 		}
-		return next(ctx, cmd)
 	}
-}
-
-func (h partitionHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // TestWatchdogReportsLossByTheLeaseEnd: a watchdog holder is cut off from Redis right
@@ -99,7 +93,7 @@ func TestWatchdogReportsLossByTheLeaseEnd(t *testing.T) {
 	srv := testenv.EmbeddedRedis(t)
 	var cut atomic.Bool
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
-	rdb.AddHook(partitionHook{&cut})
+	rdb.AddHook(partitionHook(&cut))
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := NewClient(rdb, Options{})
 	t.Cleanup(func() { _ = c.Close() })
@@ -157,30 +151,20 @@ func TestReentryNeverShortensTheLease(t *testing.T) {
 	}
 }
 
-// slowReplyHook delays the answer of every script call while armed, after Redis ran it: the
-// lease it set runs while the answer is on its way (FastForward ages the embedded Redis by
-// as much).
-type slowReplyHook struct {
-	armed *atomic.Bool
-	mini  interface{ FastForward(time.Duration) }
-	delay time.Duration
-}
-
-func (slowReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h slowReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && h.armed.CompareAndSwap(true, false) {
-			time.Sleep(h.delay)
-			h.mini.FastForward(h.delay)
+// slowReplyHook delays the answer of the next script call once armed, after Redis ran it:
+// the lease it set runs while the answer is on its way (FastForward ages the embedded Redis
+// by as much).
+func slowReplyHook(armed *atomic.Bool, mini interface{ FastForward(time.Duration) }, delay time.Duration) hook {
+	return func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			err := next(ctx, cmd)
+			if err == nil && (cmd.Name() == "evalsha" || cmd.Name() == "eval") && armed.CompareAndSwap(true, false) {
+				time.Sleep(delay)
+				mini.FastForward(delay)
+			}
+			return err
 		}
-		return err
 	}
-}
-
-func (h slowReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // TestFixedLeaseCountsFromTheRequest: a fixed lease starts when Redis runs the grant,
@@ -194,7 +178,7 @@ func TestFixedLeaseCountsFromTheRequest(t *testing.T) {
 			var armed atomic.Bool
 			const lease = 300 * time.Millisecond
 			rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
-			rdb.AddHook(slowReplyHook{armed: &armed, mini: srv.Mini, delay: lease})
+			rdb.AddHook(slowReplyHook(&armed, srv.Mini, lease))
 			t.Cleanup(func() { _ = rdb.Close() })
 			ca := NewClient(rdb, Options{})
 			t.Cleanup(func() { _ = ca.Close() })
