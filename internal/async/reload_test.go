@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -85,15 +86,13 @@ func inFlight(t *testing.T, s store) (*fixture, int64, async.Entry) {
 	return f, vid, async.Entry{StreamID: msgs[0].ID, OrderID: id, UserID: 1, VoucherID: vid, At: time.Now().UTC().Truncate(time.Millisecond)}
 }
 
-// heldCheck is the check a writer's batches of vid run before they commit (the writer itself
-// is stopped: the tests write their batches by hand).
-func heldCheck(t *testing.T, f *fixture, vid int64) async.Held {
-	t.Helper()
-	w := f.writer("w", nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	require.NoError(t, w.Stop(ctx))
-	return async.HeldOf(w, vid)
+// heldCheck is the check a writer's batches of vid run before they commit. The writer is
+// never started: the tests write their batches by hand, and a running writer could write
+// the order first.
+func heldCheck(f *fixture, vid int64) async.Held {
+	cfg := f.cfg
+	cfg.Consumer = "w"
+	return async.HeldOf(async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg), vid)
 }
 
 // restartEmpty drops every key of the voucher, as a Redis without persistence that restarted.
@@ -118,7 +117,7 @@ func TestBatchAfterReloadIsNotCommitted(t *testing.T) {
 			restartEmpty(t, f.rdb, vid)
 			require.NoError(t, f.loader.Load(ctx, vid))
 
-			_, err := f.store.Write(ctx, vid, []async.Entry{e}, heldCheck(t, f, vid))
+			_, err := f.store.Write(ctx, vid, []async.Entry{e}, heldCheck(f, vid))
 			require.ErrorIs(t, err, async.ErrEntriesGone)
 			assert.Empty(t, f.rows(vid), "the batch rolled back")
 			assert.Equal(t, async.Book{VoucherID: vid, Loaded: true, Initial: 5, DBStock: 5, RedisStock: 5}, f.book(vid))
@@ -138,7 +137,7 @@ func TestReloadWaitsForBatchInCommit(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s)
 			ctx := context.Background()
-			check := heldCheck(t, f, vid)
+			check := heldCheck(f, vid)
 
 			loaded := make(chan error, 1)
 			held := func(ctx context.Context, es []async.Entry) error {
