@@ -113,7 +113,8 @@ func TestBatchAfterReloadIsNotCommitted(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s)
-			ctx := context.Background()
+			ctx, cancel := context.WithTimeout(context.Background(), eventuallyBound)
+			defer cancel()
 			restartEmpty(t, f.rdb, vid)
 			require.NoError(t, f.loader.Load(ctx, vid))
 
@@ -132,13 +133,18 @@ func TestBatchAfterReloadIsNotCommitted(t *testing.T) {
 // read the database after that commit: read before it, it would give Redis the order's unit
 // and leave its user free, and the books would drift by +1. Books takes the voucher's row
 // first, which the batch holds until it commits, so the reload cannot finish before.
+//
+// The reload begins inside the batch's held check, so a Write that skips the check must fail
+// the test, not leave it waiting for a reload that never began; every wait has ctx's deadline.
 func TestReloadWaitsForBatchInCommit(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s)
-			ctx := context.Background()
+			ctx, cancel := context.WithTimeout(context.Background(), eventuallyBound)
+			defer cancel()
 			check := heldCheck(f, vid)
 
+			reloading := false
 			loaded := make(chan error, 1)
 			held := func(ctx context.Context, es []async.Entry) error {
 				if err := check(ctx, es); err != nil {
@@ -146,6 +152,7 @@ func TestReloadWaitsForBatchInCommit(t *testing.T) {
 				}
 				// Checked; now Redis restarts empty and the next admission reloads.
 				restartEmpty(t, f.rdb, vid)
+				reloading = true
 				go func() { loaded <- f.loader.Load(ctx, vid) }()
 				select {
 				case err := <-loaded:
@@ -157,8 +164,14 @@ func TestReloadWaitsForBatchInCommit(t *testing.T) {
 			outs, err := f.store.Write(ctx, vid, []async.Entry{e}, held)
 			require.NoError(t, err)
 			require.Equal(t, []async.Outcome{async.Written}, outs)
+			require.True(t, reloading, "Write committed the batch without running its held check (so no reload raced the commit)")
 			if !t.Failed() {
-				require.NoError(t, <-loaded)
+				select {
+				case err := <-loaded:
+					require.NoError(t, err, "the reload after the batch's commit")
+				case <-ctx.Done():
+					t.Fatalf("the reload did not return within %s", eventuallyBound)
+				}
 			}
 
 			assert.Equal(t, async.Book{VoucherID: vid, Loaded: true, Initial: 5, DBStock: 4, RedisStock: 4, Orders: 1}, f.book(vid))
