@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Defaults of EtcdOptions.
@@ -62,8 +63,11 @@ type EtcdClient struct {
 
 	holds *sessionHolds // the holds, with their keys
 
-	mu     sync.Mutex       // guards lease, closed and cleaning, and orders a loss of holds with the lease's change
-	lease  clientv3.LeaseID // 0 while none
+	mu    sync.Mutex       // guards lease, void, closed and cleaning, and orders a loss of holds with the lease's change
+	lease clientv3.LeaseID // 0 while none
+	// void is the mod revision of the lease's void mark as last seen, 0 while it has none
+	// (see voidKey).
+	void   int64
 	closed bool
 	// cleaning has the keys being deleted in the background, each with a channel closed when
 	// that delete is over. A key's name is its lease and owner, so the owner's next
@@ -87,6 +91,9 @@ type etcdHooks struct {
 	cleaning, cleaned func(key string)
 	// awaiting reports an acquisition waiting for a background delete of its key to end.
 	awaiting func(key string)
+	// interceptor sits between the client and etcd: a test holds a request back, as a slow
+	// network would, and lets it reach etcd later.
+	interceptor grpc.UnaryClientInterceptor
 }
 
 // NewEtcdClient connects to the etcd endpoints (host:port) and grants the client's lease,
@@ -111,11 +118,15 @@ func newEtcdClient(ctx context.Context, endpoints []string, opts EtcdOptions, ho
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultEtcdPrefix
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: etcdCleanupTimeout,
 		Logger:      zap.NewNop(),
-	})
+	}
+	if hooks.interceptor != nil {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(hooks.interceptor)}
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
@@ -236,7 +247,7 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 					rcancel()
 					return
 				}
-				c.lease = next
+				c.lease, c.void = next, 0
 				c.mu.Unlock()
 				id, alive, stop = next, nextAlive, nextStop
 				break

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 )
 
 // TestEtcdLateDeleteSparesTheNextHold: an Unlock whose context has ended leaves the delete of
@@ -31,10 +33,7 @@ func TestEtcdLateDeleteSparesTheNextHold(t *testing.T) {
 		cleaned:  func(key string) { cleaned <- key }, // ...and done here
 		awaiting: func(string) { release() },          // the next acquisition waits for it
 	})
-	a := NewEtcdLocks(ca).EtcdLock("u1")
-	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	a, b, ctx := ownersOfU1(t, prefix, ca)
 
 	ok, err := a.TryLock(ctx, 0)
 	require.NoError(t, err)
@@ -87,29 +86,132 @@ func TestEtcdLostPutReplyLeavesNoOrphan(t *testing.T) {
 		},
 		cleaned: func(key string) { cleaned <- key },
 	})
-	a := NewEtcdLocks(ca).EtcdLock("u1")
-	b := NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	a, b, ctx := ownersOfU1(t, prefix, ca)
 
 	armed.Store(true)
-	failed := make(chan error, 1)
-	go func() { // an owner that gives up and is gone
-		ok, err := a.TryLock(ctx, 0)
-		assert.False(t, ok)
-		failed <- err
-	}()
-	require.ErrorIs(t, <-failed, errLost)
+	require.ErrorIs(t, <-giveUp(t, ctx, a), errLost)
 
 	select {
 	case <-cleaned:
 	case <-time.After(5 * time.Second):
 		t.Errorf("the key of the put whose reply was lost was never deleted (%d key(s) left)", etcdKeys(t, prefix))
 	}
+	assertFree(t, ctx, b, "the lock is blocked by an orphaned key")
+}
+
+// TestEtcdLatePutLeavesNoOrphan: the put of an acquisition is still on its way to etcd when
+// the caller's context ends (a slow network, a busy leader). The acquisition fails and
+// deletes its key in the background, but the put reaches etcd only after that delete. It must
+// not create the key then: the owner is gone, the delete is over, and the key would head the
+// queue for as long as the client's lease lives, so that no one gets the lock.
+func TestEtcdLatePutLeavesNoOrphan(t *testing.T) {
+	prefix := serverTestRoot(t)
+	var armed atomic.Bool
+	held := make(chan struct{})    // the put is held back...
+	deliver := make(chan struct{}) // ...until the test lets it reach etcd
+	over := make(chan struct{})    // or ends first
+	t.Cleanup(func() { close(over) })
+	type late struct {
+		resp *etcdserverpb.TxnResponse
+		err  error
+	}
+	delivered := make(chan late, 1)
+	cleaned := make(chan string, 4)
+	ca := newEtcdTestClient(t, prefix, etcdHooks{
+		interceptor: func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method != "/etcdserverpb.KV/Txn" || !armed.CompareAndSwap(true, false) {
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}
+			go func() { // the request, in flight
+				select {
+				case <-deliver:
+				case <-over:
+					return
+				}
+				dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				var resp etcdserverpb.TxnResponse
+				err := invoker(dctx, method, req, &resp, cc, opts...)
+				delivered <- late{&resp, err}
+			}()
+			close(held)
+			<-ctx.Done()
+			return ctx.Err()
+		},
+		cleaned: func(key string) { cleaned <- key },
+	})
+	a, b, ctx := ownersOfU1(t, prefix, ca)
+
+	armed.Store(true)
+	actx, end := context.WithCancel(ctx)
+	failed := giveUp(t, actx, a)
+	select {
+	case <-held:
+	case <-ctx.Done():
+		t.Fatal("the acquisition never sent its put")
+	}
+	end()
+	select {
+	case err := <-failed:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-ctx.Done():
+		t.Fatal("the acquisition did not end with its context")
+	}
+	select {
+	case <-cleaned:
+	case <-ctx.Done():
+		t.Fatal("the background delete never finished")
+	}
+
+	close(deliver) // the put reaches etcd, after the delete
+	var put late
+	select {
+	case put = <-delivered:
+	case <-ctx.Done():
+		t.Fatal("the held put never reached etcd")
+	}
+	require.NoError(t, put.err, "the late put")
+	assertFree(t, ctx, b, "the lock is blocked by an orphaned key: the put that reached etcd after the background delete created it (put done: %v)", put.resp.Succeeded)
+
+	// An acquisition that read the void mark before the delete moved it (another goroutine's,
+	// sent meanwhile) fails its compare, reads the mark again and puts its key.
+	ca.mu.Lock()
+	ca.void = 0
+	ca.mu.Unlock()
+	ok, err := a.TryLock(ctx, 0)
+	require.NoError(t, err, "an acquisition with a void mark seen before it moved")
+	require.True(t, ok)
+	require.NoError(t, a.Unlock(ctx))
+}
+
+// ownersOfU1 returns lock u1 through ca and through a client of its own under prefix (a
+// second process), and a context that bounds the test.
+func ownersOfU1(t *testing.T, prefix string, ca *EtcdClient) (a, b *EtcdLock, ctx context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return NewEtcdLocks(ca).EtcdLock("u1"), NewEtcdLocks(newEtcdTestClient(t, prefix, etcdHooks{})).EtcdLock("u1"), ctx
+}
+
+// giveUp runs a.TryLock(ctx, 0) on a goroutine of its own, an owner that fails and is gone,
+// and returns the channel its error comes on.
+func giveUp(t *testing.T, ctx context.Context, a *EtcdLock) <-chan error {
+	failed := make(chan error, 1)
+	go func() {
+		ok, err := a.TryLock(ctx, 0)
+		assert.False(t, ok)
+		failed <- err
+	}()
+	return failed
+}
+
+// assertFree asserts that b takes the lock at once (and releases it): no key heads its queue.
+func assertFree(t *testing.T, ctx context.Context, b *EtcdLock, msgAndArgs ...any) {
+	t.Helper()
 	ok, err := b.TryLock(ctx, 0)
 	require.NoError(t, err)
-	assert.True(t, ok, "the lock is blocked by an orphaned key")
 	if ok {
 		require.NoError(t, b.Unlock(ctx))
 	}
+	assert.True(t, ok, msgAndArgs...)
 }

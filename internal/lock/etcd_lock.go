@@ -94,9 +94,10 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 		case rev != 0:
 			_, _ = c.remove(ctx, key, rev) // failing, it goes on in the background
 		case err != nil && !errors.Is(err, errEtcdRequeue):
-			// The put may have been done all the same, its reply lost: a key this owner does
-			// not know it has would head the queue for as long as the lease lives.
-			c.cleanupLater(key, 0)
+			// The put may have been done all the same, its reply lost, or may reach etcd yet:
+			// a key this owner does not know it has would head the queue for as long as the
+			// lease lives.
+			c.cleanupLater(key, 0, lease)
 		}
 		if !errors.Is(err, errEtcdRequeue) || wait == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return false, err
@@ -113,19 +114,39 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 
 // enqueue puts key (value me, attached to lease) under queue unless it is there already — a
 // put whose reply was lost — and reports its create revision and whether it is the first
-// key of the queue, in one transaction.
+// key of the queue, in one transaction. The put is done only while lease's void mark is the
+// one last seen (see voidKey); a mark moved since by another acquisition's cleanup is read
+// and the transaction tried again.
 func (c *EtcdClient) enqueue(ctx context.Context, queue, key, me string, lease clientv3.LeaseID) (rev int64, first bool, err error) {
 	firstKey := clientv3.OpGet(queue, clientv3.WithFirstCreate()...)
-	resp, err := c.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, me, clientv3.WithLease(lease)), firstKey).
-		Else(clientv3.OpGet(key), firstKey).
-		Commit()
-	if c.hooks.enqueued != nil {
-		err = c.hooks.enqueued(err)
-	}
-	if err != nil {
-		return 0, false, err
+	mark := c.voidKey(lease)
+	seen := c.voidSeen(lease)
+	var resp *clientv3.TxnResponse
+	for {
+		resp, err = c.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+				clientv3.Compare(clientv3.ModRevision(mark), "=", seen)).
+			Then(clientv3.OpPut(key, me, clientv3.WithLease(lease)), firstKey).
+			Else(clientv3.OpGet(key), firstKey, clientv3.OpGet(mark)).
+			Commit()
+		if c.hooks.enqueued != nil {
+			err = c.hooks.enqueued(err)
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		if resp.Succeeded {
+			break
+		}
+		now := int64(0)
+		if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+			now = kvs[0].ModRevision
+		}
+		if now == seen {
+			break
+		}
+		seen = now
+		c.sawVoid(lease, now)
 	}
 	if resp.Succeeded {
 		rev = resp.Header.Revision
@@ -235,7 +256,7 @@ func (c *EtcdClient) remove(ctx context.Context, key string, rev int64) (gone bo
 			return resp.Deleted == 0, nil
 		}
 	}
-	c.cleanupLater(key, rev)
+	c.cleanupLater(key, rev, 0)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -243,10 +264,13 @@ func (c *EtcdClient) remove(ctx context.Context, key string, rev int64) (gone bo
 }
 
 // cleanupLater deletes key in the background, bounded by etcdCleanupTimeout: only while it is
-// the key made at rev, or whatever its revision when rev is 0 (a put whose reply was lost).
-// Until that delete is over, the owner's next acquisition, whose key has the same name, waits
-// for it (awaitCleanup) instead of adopting the key the delete is about to remove.
-func (c *EtcdClient) cleanupLater(key string, rev int64) {
+// the key made at rev, or whatever its revision when rev is 0 (a put, attached to lease, whose
+// reply was lost or that may still be on its way). In that case the same transaction moves
+// lease's void mark, so that the put, should it reach etcd only now, fails its compare
+// instead of making a key no one will delete (see voidKey). Until that delete is over, the
+// owner's next acquisition, whose key has the same name, waits for it (awaitCleanup) instead
+// of adopting the key the delete is about to remove.
+func (c *EtcdClient) cleanupLater(key string, rev int64, lease clientv3.LeaseID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed { // after Close the revoked lease took the key
@@ -274,11 +298,14 @@ func (c *EtcdClient) cleanupLater(key string, rev int64) {
 		}
 		bctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
 		defer cancel()
-		txn := c.cli.Txn(bctx)
 		if rev != 0 {
-			txn = txn.If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev))
+			_, _ = c.cli.Txn(bctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
+				Then(clientv3.OpDelete(key)).Commit()
+		} else if resp, err := c.cli.Txn(bctx).
+			Then(clientv3.OpDelete(key), clientv3.OpPut(c.voidKey(lease), "", clientv3.WithLease(lease))).
+			Commit(); err == nil {
+			c.sawVoid(lease, resp.Header.Revision)
 		}
-		_, _ = txn.Then(clientv3.OpDelete(key)).Commit()
 		if c.hooks.cleaned != nil {
 			c.hooks.cleaned(key)
 		}
@@ -304,5 +331,37 @@ func (c *EtcdClient) awaitCleanup(ctx context.Context, key string) error {
 		return ctx.Err()
 	case <-c.done:
 		return ErrClosed
+	}
+}
+
+// voidKey is lease's void mark, a key beside the lock queues (it ends without "/", so it is
+// under none of them) attached to lease. Every put of an acquisition compares the mark's mod
+// revision with the one last seen, and the background delete of a put that may not have
+// reached etcd yet moves the mark in the same transaction: the put, arriving after that
+// delete, finds the mark moved and makes no key. Without it the put would make a key no one
+// deletes, at the head of the queue for as long as the lease lives. (etcd's concurrency.Mutex
+// leaves this to its session: a user that gives up closes the session, whose revoked lease
+// takes a late key with it; here one lease serves every lock of the process.) The mark goes
+// with the lease.
+func (c *EtcdClient) voidKey(lease clientv3.LeaseID) string {
+	return c.prefix + "/" + strconv.FormatInt(int64(lease), 16) + ".void"
+}
+
+// voidSeen returns the mod revision of lease's void mark as last seen.
+func (c *EtcdClient) voidSeen(lease clientv3.LeaseID) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease != lease {
+		return 0
+	}
+	return c.void
+}
+
+// sawVoid records rev as a mod revision of lease's void mark; the mark only moves forward.
+func (c *EtcdClient) sawVoid(lease clientv3.LeaseID, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lease == lease && rev > c.void {
+		c.void = rev
 	}
 }
