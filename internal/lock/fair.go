@@ -22,8 +22,9 @@ import (
 // and gets the lock only when it is free and nobody is queued.
 //
 // When the lock is handed over, the new holder's lease is its own (fixed) lease, or for a
-// watchdog waiter the shorter of the watchdog lease and WaiterTimeout, renewed at once: a
-// waiter that died just before its turn blocks the lock for at most that long.
+// watchdog waiter the shorter of the watchdog lease and WaiterTimeout, renewed at once (and
+// the watchdog's first deadline is that shorter lease's end): a waiter that died just before
+// its turn blocks the lock for at most that long.
 type FairLock struct {
 	hashLock
 }
@@ -122,11 +123,13 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	if err != nil || n == 0 {
 		return false, err
 	}
-	first := t.lease / 3
+	first, expires := t.lease/3, sent.Add(t.lease)
 	if !direct && grantLease < t.lease {
-		first = 0 // a handover may have set the shorter grant lease: renew at once
+		// A handover may have set the shorter grant lease: renew at once, and count that
+		// lease, not the watchdog's, as the first deadline.
+		first, expires = 0, sent.Add(grantLease)
 	}
-	l.held(me, n, token, t, first, sent)
+	l.held(me, n, token, t, first, expires)
 	return true, nil
 }
 

@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,11 +209,79 @@ func TestGrantDuringCloseIsLost(t *testing.T) {
 	p := newProc(t, testenv.EmbeddedRedis(t), Options{})
 	require.NoError(t, p.c.Close())
 	h := p.c.holds.begin("lock:{grant-during-close}:reentrant", "me", 1)
-	p.c.watch(h, "lock:{grant-during-close}:reentrant", time.Second, time.Second/3, time.Now(),
+	p.c.watch(h, "lock:{grant-during-close}:reentrant", time.Second, time.Second/3, time.Now().Add(time.Second),
 		func(context.Context, time.Duration) (bool, error) { return true, nil })
 	select {
 	case <-h.lost:
 	default:
 		t.Fatal("a hold granted after Close is not reported lost")
+	}
+}
+
+// TestFairHandoverWatchdogCountsFromTheGrant: a FairLock waiter with the watchdog is handed
+// the lock with the shorter grant lease (WaiterTimeout, 1 s here, against the 30 s watchdog
+// lease), and its first renewal finds Redis cut off. The lease in Redis runs out a grant
+// lease after the handover, so that renewal may wait only until then, and Lost() must close
+// by then. The watchdog took the whole watchdog lease for its first deadline: the renewal
+// waited a renewal interval (10 s), and Lost() stayed open up to 30 s while another owner
+// could hold the lock.
+func TestFairHandoverWatchdogCountsFromTheGrant(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	ctx := testCtx(t)
+	const grantLease = time.Second
+	var cut atomic.Bool
+	renewWait := make(chan time.Duration, 1) // how long the first renewal may wait for its answer
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
+	rdb.AddHook(hook(func(next redis.ProcessHook) redis.ProcessHook {
+		cutOff := partitionHook(&cut)(next)
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == renewScript.Hash() {
+				dl, _ := ctx.Deadline()
+				select {
+				case renewWait <- time.Until(dl):
+				default:
+				}
+				cut.Store(true)
+			}
+			return cutOff(ctx, cmd)
+		}
+	}))
+	t.Cleanup(func() { _ = rdb.Close() })
+	cw := NewClient(rdb, Options{WaiterTimeout: grantLease}) // watchdog lease: the default 30 s
+	t.Cleanup(func() { _ = cw.Close() })
+	a := newProc(t, srv, Options{})
+	name := testenv.Unique("fairgrant-")
+	holder := a.c.FairLock(name)
+	take(t, holder, 30*time.Second)
+
+	sleeping := make(chan struct{}, 1)
+	cw.hooks.waiting = func(string) {
+		select {
+		case sleeping <- struct{}{}:
+		default:
+		}
+	}
+	taken, lost := make(chan error, 1), make(chan struct{})
+	go func() {
+		l := cw.FairLock(name)
+		ok, err := l.TryLockWait(ctx, -1, -1)
+		if err == nil && !ok {
+			err = errors.New("not taken")
+		}
+		taken <- err
+		if err == nil {
+			<-l.Lost()
+			close(lost)
+		}
+	}()
+	<-sleeping
+	require.NoError(t, holder.Unlock(ctx)) // hands the lock over with the 1 s grant lease
+	require.NoError(t, <-taken)
+	require.LessOrEqual(t, <-renewWait, grantLease,
+		"the first renewal after a handover with a %s lease may wait longer than that lease", grantLease)
+	select {
+	case <-lost:
+	case <-time.After(10 * grantLease):
+		t.Fatal("the handed-over holder, cut off from Redis, was never reported lost")
 	}
 }

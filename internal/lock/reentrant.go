@@ -83,7 +83,7 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 	if err != nil || n == 0 {
 		return false, err
 	}
-	l.held(me, n, token, t, t.lease/3, sent)
+	l.held(me, n, token, t, t.lease/3, sent.Add(t.lease))
 	return true, nil
 }
 
@@ -189,25 +189,26 @@ func (l *hashLock) Lost() <-chan struct{} {
 
 // held records an acquisition by holder with hold count n and fencing token: a first hold
 // (n == 1) starts the watchdog (first renewal after first) or the fixed lease's timer; a
-// re-entry resets the timer. The lease runs from granted, when the attempt that set it was
-// sent: Redis started it then or later, before its answer came back.
-func (l *hashLock) held(holder string, n, token int64, t holdTerms, first time.Duration, granted time.Time) {
+// re-entry resets the timer. expires is when the lease the acquisition set runs out, counted
+// from when the attempt that set it was sent: Redis started it then or later, before its
+// answer came back.
+func (l *hashLock) held(holder string, n, token int64, t holdTerms, first time.Duration, expires time.Time) {
 	if n > 1 {
 		// A re-entry lengthens the lease in Redis, never shortens it (see the lock scripts):
 		// a fixed lease's timer moves only later.
 		if h := l.c.holds.get(l.key, holder); h != nil && h.timer != nil && !t.watchdog {
-			if end := granted.Add(t.lease); end.After(h.expires) {
-				h.leaseTimer(time.Until(end))
+			if expires.After(h.expires) {
+				h.leaseTimer(time.Until(expires))
 			}
 		}
 		return
 	}
 	h := l.c.holds.begin(l.key, holder, token)
 	if !t.watchdog {
-		h.leaseTimer(t.lease - time.Since(granted))
+		h.leaseTimer(time.Until(expires))
 		return
 	}
-	l.c.watch(h, l.key, t.lease, first, granted, func(ctx context.Context, lease time.Duration) (bool, error) {
+	l.c.watch(h, l.key, t.lease, first, expires, func(ctx context.Context, lease time.Duration) (bool, error) {
 		v, err := renewScript.Run(ctx, l.c.rdb, l.keys[:1], holder, lease.Milliseconds()).Int64()
 		return v == 1, err
 	})

@@ -358,7 +358,7 @@ func (e *entry) startHold(c *Client, t holdTerms) {
 		e.hold.leaseTimer(t.lease)
 		return
 	}
-	c.watch(e.hold, e.key, t.lease, t.lease/3, time.Now(), func(ctx context.Context, lease time.Duration) (bool, error) {
+	c.watch(e.hold, e.key, t.lease, t.lease/3, time.Now().Add(t.lease), func(ctx context.Context, lease time.Duration) (bool, error) {
 		return c.extendRemote(ctx, e.remote, lease)
 	})
 }

@@ -142,8 +142,9 @@ func (h *hold) leaseTimer(lease time.Duration) {
 // whole lease (the lease has surely run out), when MaxHold has passed since the hold began
 // (the lock then expires within one lease), or when the Client closes. first is the delay to
 // the first renewal: zero when the lock was handed over with a shorter lease than it needs.
-// granted is when the attempt that set the lease was sent.
-func (c *Client) watch(h *hold, key string, lease, first time.Duration, granted time.Time, renew renewFunc) {
+// expires is when the lease the grant set runs out: that lease after the attempt that set
+// it was sent (a FairLock handover's is the shorter grant lease, not lease).
+func (c *Client) watch(h *hold, key string, lease, first time.Duration, expires time.Time, renew renewFunc) {
 	h.stop = make(chan struct{}) // before the goroutine: end, later, sees it
 	c.watchMu.Lock()
 	if c.closed.Load() {
@@ -158,10 +159,10 @@ func (c *Client) watch(h *hold, key string, lease, first time.Duration, granted 
 		defer c.wg.Done()
 		interval := lease / 3
 		// deadline is when the lease in Redis may run out: a lease after the last renewal
-		// known to have worked was sent (the grant, at first, a little before now). Past it
-		// another owner may hold the lock, so the hold must be reported lost by then, not
-		// when a renewal that is still waiting for its answer gives up.
-		deadline := granted.Add(lease)
+		// known to have worked was sent (at first, the grant's own expiry). Past it another
+		// owner may hold the lock, so the hold must be reported lost by then, not when a
+		// renewal that is still waiting for its answer gives up.
+		deadline := expires
 		var maxHold <-chan time.Time
 		if c.opts.MaxHold > 0 {
 			t := time.NewTimer(c.opts.MaxHold)
