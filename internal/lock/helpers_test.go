@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/testenv"
@@ -21,6 +22,16 @@ func newProc(t *testing.T, srv testenv.Redis, opts Options) proc {
 	c := NewClient(srv.Client, opts)
 	t.Cleanup(func() { _ = c.Close() })
 	return proc{c: c, r: NewRegistry(c)}
+}
+
+// newHookedProc is newProc on a client of its own with h added: a process whose commands a
+// test can delay, cut or watch while other processes reach the server as usual.
+func newHookedProc(t *testing.T, srv testenv.Redis, h redis.Hook, opts Options) proc {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
+	rdb.AddHook(h)
+	t.Cleanup(func() { _ = rdb.Close() })
+	return newProc(t, testenv.Redis{Name: srv.Name, Client: rdb, Mini: srv.Mini}, opts)
 }
 
 // waitLock is what the waiting locks have in common.

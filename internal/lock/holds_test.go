@@ -93,11 +93,7 @@ func partitionHook(cut *atomic.Bool) hook {
 func TestWatchdogReportsLossByTheLeaseEnd(t *testing.T) {
 	srv := testenv.EmbeddedRedis(t)
 	var cut atomic.Bool
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
-	rdb.AddHook(partitionHook(&cut))
-	t.Cleanup(func() { _ = rdb.Close() })
-	c := NewClient(rdb, Options{})
-	t.Cleanup(func() { _ = c.Close() })
+	c := newHookedProc(t, srv, partitionHook(&cut), Options{}).c
 
 	const lease = 1500 * time.Millisecond // renewals every 500 ms
 	l := c.ReentrantLock(testenv.Unique("partition-"))
@@ -168,24 +164,26 @@ func slowReplyHook(armed *atomic.Bool, mini interface{ FastForward(time.Duration
 	}
 }
 
+// slowReplyProcs returns two processes on an embedded Redis of their own: slow, whose next
+// script call after armed is set answers delay late (slowReplyHook), and other.
+func slowReplyProcs(t *testing.T, delay time.Duration) (slow, other proc, armed *atomic.Bool) {
+	srv := testenv.EmbeddedRedis(t)
+	armed = new(atomic.Bool)
+	slow = newHookedProc(t, srv, slowReplyHook(armed, srv.Mini, delay), Options{})
+	return slow, newProc(t, srv, Options{}), armed
+}
+
 // TestFixedLeaseCountsFromTheRequest: a fixed lease starts when Redis runs the grant,
 // before its answer comes back. The hold's timer started only at the answer, so a slow
 // answer left Lost() open while the lease had run out and another process held the lock.
 func TestFixedLeaseCountsFromTheRequest(t *testing.T) {
-	for _, k := range kinds[:2] {
+	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			srv := testenv.EmbeddedRedis(t)
 			ctx := testCtx(t)
-			var armed atomic.Bool
 			const lease = 300 * time.Millisecond
-			rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
-			rdb.AddHook(slowReplyHook(&armed, srv.Mini, lease))
-			t.Cleanup(func() { _ = rdb.Close() })
-			ca := NewClient(rdb, Options{})
-			t.Cleanup(func() { _ = ca.Close() })
-			b := newProc(t, srv, Options{})
+			a, b, armed := slowReplyProcs(t, lease)
 			name := testenv.Unique("slowreply-")
-			la := k.make(proc{c: ca}, name)
+			la := k.make(a, name)
 			armed.Store(true)
 			ok, err := la.TryLockWait(ctx, 0, lease)
 			require.NoError(t, err)
@@ -231,8 +229,7 @@ func TestFairHandoverWatchdogCountsFromTheGrant(t *testing.T) {
 	const grantLease = time.Second
 	var cut atomic.Bool
 	renewWait := make(chan time.Duration, 1) // how long the first renewal may wait for its answer
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
-	rdb.AddHook(hook(func(next redis.ProcessHook) redis.ProcessHook {
+	watched := hook(func(next redis.ProcessHook) redis.ProcessHook {
 		cutOff := partitionHook(&cut)(next)
 		return func(ctx context.Context, cmd redis.Cmder) error {
 			if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == renewScript.Hash() {
@@ -245,10 +242,8 @@ func TestFairHandoverWatchdogCountsFromTheGrant(t *testing.T) {
 			}
 			return cutOff(ctx, cmd)
 		}
-	}))
-	t.Cleanup(func() { _ = rdb.Close() })
-	cw := NewClient(rdb, Options{WaiterTimeout: grantLease}) // watchdog lease: the default 30 s
-	t.Cleanup(func() { _ = cw.Close() })
+	})
+	cw := newHookedProc(t, srv, watched, Options{WaiterTimeout: grantLease}).c // watchdog lease: the default 30 s
 	a := newProc(t, srv, Options{})
 	name := testenv.Unique("fairgrant-")
 	holder := a.c.FairLock(name)
@@ -283,5 +278,147 @@ func TestFairHandoverWatchdogCountsFromTheGrant(t *testing.T) {
 	case <-lost:
 	case <-time.After(10 * grantLease):
 		t.Fatal("the handed-over holder, cut off from Redis, was never reported lost")
+	}
+}
+
+// TestLocalHandoffCountsFromTheRemoteLease: a LocalRemoteLock's holder hands the lock to the
+// next goroutine of its process without releasing the remote key, extending the key with the
+// next holder's fixed lease; the extension's answer comes back a lease later (the key has
+// run out in Redis meanwhile). The next holder's timer must count from that extension, so
+// Lost() is closed when another process takes the lock. The timer started a whole lease
+// when the next holder started, and Lost() stayed open.
+func TestLocalHandoffCountsFromTheRemoteLease(t *testing.T) {
+	ctx := testCtx(t)
+	const lease = 500 * time.Millisecond
+	a, b, armed := slowReplyProcs(t, lease)
+	name := testenv.Unique("handoff-")
+	first := a.r.Obtain(name)
+	take(t, first, 30*time.Second)
+
+	next := queueLocally(t, ctx, a, name, lease)
+	armed.Store(true)
+	require.NoError(t, first.Unlock(ctx)) // the handoff's extension answers a lease late
+	next.holds(t)
+	ok, err := b.r.Obtain(name).TryLock(ctx, 30*time.Second)
+	require.NoError(t, err)
+	require.True(t, ok, "the remote lease has run out in Redis")
+	require.False(t, next.lostOpen(), "another process holds the lock while the goroutine handed it locally has Lost() open")
+}
+
+// queuedGoroutine is a goroutine waiting behind the holder for a LocalRemoteLock of its
+// process (see queueLocally).
+type queuedGoroutine struct {
+	taken chan error    // its TryLockWait's outcome
+	check chan struct{} // closed: look at Lost() and unlock
+	open  chan bool     // whether Lost() was open
+}
+
+// queueLocally starts a goroutine of p that waits for the LocalRemoteLock name with a fixed
+// lease, and returns once it is queued locally behind the holder.
+func queueLocally(t *testing.T, ctx context.Context, p proc, name string, lease time.Duration) *queuedGoroutine {
+	t.Helper()
+	g := &queuedGoroutine{taken: make(chan error, 1), check: make(chan struct{}), open: make(chan bool, 1)}
+	go func() {
+		l := p.r.Obtain(name)
+		ok, err := l.TryLockWait(ctx, -1, lease)
+		if err == nil && !ok {
+			err = errors.New("not taken")
+		}
+		g.taken <- err
+		if err != nil {
+			return
+		}
+		<-g.check
+		select {
+		case <-l.Lost():
+			g.open <- false
+		default:
+			g.open <- true
+		}
+		_ = l.Unlock(ctx) // ErrLockLost when it was lost
+	}()
+	eventually(t, "a goroutine queued locally", func() bool {
+		e := p.r.lookup(name)
+		if e == nil {
+			return false
+		}
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return len(e.waiters) == 1
+	})
+	return g
+}
+
+// holds fails t unless the goroutine took the lock.
+func (g *queuedGoroutine) holds(t *testing.T) {
+	t.Helper()
+	require.NoError(t, <-g.taken)
+}
+
+// lostOpen reports whether the goroutine, holding the lock, still had Lost() open; it then
+// unlocks.
+func (g *queuedGoroutine) lostOpen() bool {
+	close(g.check)
+	return <-g.open
+}
+
+// TestLocalHandoffWaitsForTheRenewalInFlight: a LocalRemoteLock holder's watchdog (a short
+// lease) is renewing the remote key when the holder unlocks and hands the lock to a goroutine
+// that waits with a long fixed lease. The renewal must not land after the handoff's
+// extension: it would cut the key's lease back to the watchdog's, and the key would expire
+// under the next holder, whose timer counts on the extension. The hook holds the renewal back
+// until the extension has run; a correct handoff waits for the renewal instead, and the hook
+// lets it go after a second.
+func TestLocalHandoffWaitsForTheRenewalInFlight(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	ctx := testCtx(t)
+	const watchLease, fixedLease = 300 * time.Millisecond, 30 * time.Second
+	require.NoError(t, registryExtendScript.Load(ctx, srv.Client).Err()) // no EVAL fallback below
+	var renewHeld, extensionRan atomic.Bool
+	renewing, renewed, extended := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	held := hook(func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			args := cmd.Args()
+			if cmd.Name() != "evalsha" || len(args) != 6 || args[1] != registryExtendScript.Hash() {
+				return next(ctx, cmd)
+			}
+			switch args[5] {
+			case watchLease.Milliseconds():
+				if renewHeld.CompareAndSwap(false, true) {
+					close(renewing)
+					select {
+					case <-extended:
+					case <-time.After(time.Second):
+					}
+					defer close(renewed)
+				}
+			case fixedLease.Milliseconds():
+				err := next(ctx, cmd)
+				if extensionRan.CompareAndSwap(false, true) {
+					close(extended)
+				}
+				return err
+			}
+			return next(ctx, cmd)
+		}
+	})
+	a := newHookedProc(t, srv, held, Options{})
+	b := newProc(t, srv, Options{})
+	name := testenv.Unique("renewflight-")
+	first := a.r.Obtain(name)
+	ok, err := first.TryLock(ctx, watchLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	next := queueLocally(t, ctx, a, name, fixedLease)
+	<-renewing
+	require.NoError(t, first.Unlock(ctx)) // hands over, extending the key to fixedLease
+	next.holds(t)
+	<-renewed // landed, before the extension or after it
+	srv.Mini.FastForward(2 * watchLease)
+	ok, err = b.r.Obtain(name).TryLock(ctx, 30*time.Second)
+	require.NoError(t, err)
+	if open := next.lostOpen(); ok && open {
+		t.Fatal("another process holds the lock while the goroutine handed it locally has Lost() open")
 	}
 }

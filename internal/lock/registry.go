@@ -19,8 +19,10 @@ var ErrLockLost = fmt.Errorf("lock: released in the store due to expiration, the
 // One step beyond RedisLockRegistry: when a holder unlocks while other local goroutines wait, it
 // checks the remote lock is still the process's and extends its lease (one round trip, the
 // same that a release costs) and hands it, with the local lock, to the next local goroutine,
-// which starts work at once. After LocalHandoffs such handoffs in a row the remote lock is
-// released, so other processes get their turn; Options.LocalHandoffs < 0 disables handoffs.
+// which starts work at once and holds what is left of that extension's lease, counted from
+// when the extension was sent (its watchdog, if any, renews it from there). After
+// LocalHandoffs such handoffs in a row the remote lock is released, so other processes get
+// their turn; Options.LocalHandoffs < 0 disables handoffs.
 //
 // Entries live while a goroutine holds or waits for them, so the registry does not grow
 // with the number of names ever used.
@@ -74,11 +76,19 @@ type entry struct {
 
 	// Owned by whichever goroutine holds the local lock.
 	count      int
-	remoteHeld bool          // the process holds the remote lock
-	extended   time.Duration // the lease the remote lock was last given
-	handoffs   int           // local handoffs since the remote lock was obtained
-	hold       *hold         // the remote lock's watchdog or lease timer
-	token      int64         // the remote lock's fencing token, kept across local handoffs
+	remoteHeld bool  // the process holds the remote lock
+	handoffs   int   // local handoffs since the remote lock was obtained
+	hold       *hold // the remote lock's watchdog or lease timer
+	token      int64 // the remote lock's fencing token, kept across local handoffs
+
+	// The remote lease as the process last set it: when the request that set it was sent,
+	// and how long. The holder's goroutine (obtaining, extending at a handoff) and its
+	// watchdog (renewing) both set it, each request under leaseMu, so the last recorded is
+	// the last to take effect, and a holder's deadline, leaseSet+extended, is never later
+	// than the key's expiry in Redis.
+	leaseMu  sync.Mutex
+	leaseSet time.Time
+	extended time.Duration
 }
 
 type localWaiter struct {
@@ -121,9 +131,9 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		l.r.unref(e)
 		return false, err
 	}
-	if e.remoteHeld && e.extended != t.lease {
+	if _, lease := e.lease(); e.remoteHeld && lease != t.lease {
 		// Handed over with another waiter's lease (that one gave up): set ours.
-		if kept, err := c.extendRemote(ctx, e.remote, t.lease); err != nil || !kept {
+		if kept, err := e.extend(ctx, c, t.lease, nil); err != nil || !kept {
 			e.dropRemote()
 		}
 	}
@@ -132,7 +142,7 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		if wait > 0 {
 			left = max(wait-time.Since(start), 0)
 		}
-		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: c.obtainRemote(e.remote, t.lease, &e.token),
+		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: e.obtain(c, t.lease),
 			// The remote key was not the process's (remoteHeld was false) and only this
 			// goroutine, holding the local lock, asks for it: after a failed attempt, a key
 			// of the process's is that attempt's.
@@ -144,7 +154,6 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		}
 		e.remoteHeld, e.handoffs = true, 0
 	}
-	e.extended = t.lease
 	e.startHold(c, t)
 	e.count = 1
 	e.holder.Store(gid)
@@ -178,7 +187,10 @@ func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 	e.holder.Store(0)
 	var err error
 	if next, ok := e.nextTerms(); ok && e.handoffs < c.opts.LocalHandoffs {
-		kept, rerr := c.extendRemote(ctx, e.remote, next.lease)
+		// The hold ends before the extension: no renewal of ours may follow the extension
+		// whose lease the next holder counts on.
+		e.endHold()
+		kept, rerr := e.extend(ctx, c, next.lease, nil)
 		switch {
 		case rerr != nil:
 			err = rerr
@@ -188,7 +200,6 @@ func (l *LocalRemoteLock) Unlock(ctx context.Context) error {
 			e.dropRemote()
 		default:
 			e.handoffs++
-			e.extended = next.lease
 		}
 	} else {
 		err = e.releaseRemote(ctx, c)
@@ -342,42 +353,81 @@ func (e *entry) releaseRemote(ctx context.Context, c *Client) error {
 // dropRemote forgets the remote lock and stops its watchdog or timer.
 func (e *entry) dropRemote() {
 	e.remoteHeld, e.handoffs = false, 0
+	e.endHold()
+}
+
+// endHold stops the remote lock's watchdog or lease timer, if any.
+func (e *entry) endHold() {
 	if e.hold != nil {
 		e.hold.end()
 		e.hold = nil
 	}
 }
 
-// startHold replaces the remote lock's watchdog or lease timer with one for the new holder.
+// startHold replaces the remote lock's watchdog or lease timer with one for the new holder,
+// timed from the request that last set the remote lease: a holder handed the lock locally has
+// what is left of the lease its predecessor's extension set, not a whole new one.
 func (e *entry) startHold(c *Client, t holdTerms) {
-	if e.hold != nil {
-		e.hold.end()
-	}
-	e.hold = newHold()
+	e.endHold()
+	set, lease := e.lease() // after any renewal of the ended hold still on its way
+	expires := set.Add(lease)
+	h := newHold()
+	e.hold = h
 	if !t.watchdog {
-		e.hold.leaseTimer(t.lease)
+		h.leaseTimer(time.Until(expires))
 		return
 	}
-	c.watch(e.hold, e.key, t.lease, t.lease/3, time.Now().Add(t.lease), func(ctx context.Context, lease time.Duration) (bool, error) {
-		return c.extendRemote(ctx, e.remote, lease)
+	first := max(time.Until(set.Add(t.lease/3)), 0)
+	c.watch(h, e.key, t.lease, first, expires, func(ctx context.Context, lease time.Duration) (bool, error) {
+		return e.extend(ctx, c, lease, h)
 	})
 }
 
-// obtainRemote returns the attempt that runs registry_obtain.lua for rk; an attempt that
-// takes the lock stores its fencing token in token.
-func (c *Client) obtainRemote(rk *remote, lease time.Duration, token *int64) func(context.Context, tryMode) (int64, time.Duration, error) {
+// lease returns when the process last set the remote lease (when that request was sent) and
+// how long a lease it set.
+func (e *entry) lease() (time.Time, time.Duration) {
+	e.leaseMu.Lock()
+	defer e.leaseMu.Unlock()
+	return e.leaseSet, e.extended
+}
+
+// obtain returns the attempt that runs registry_obtain.lua for e; an attempt that takes the
+// lock stores its fencing token and records the lease it set.
+func (e *entry) obtain(c *Client, lease time.Duration) func(context.Context, tryMode) (int64, time.Duration, error) {
 	ms := lease.Milliseconds()
 	return func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
-		v, err := registryObtainScript.Run(ctx, c.rdb, rk.obtainKeys, c.processArg, ms, fenceTTLArg).Int64Slice()
+		e.leaseMu.Lock()
+		defer e.leaseMu.Unlock()
+		sent := time.Now()
+		v, err := registryObtainScript.Run(ctx, c.rdb, e.obtainKeys, c.processArg, ms, fenceTTLArg).Int64Slice()
 		if err != nil {
-			return 0, 0, fmt.Errorf("lock %s: %w", rk.key, err)
+			return 0, 0, fmt.Errorf("lock %s: %w", e.key, err)
 		}
 		n, ttl, tok, err := grantReply(v)
 		if n > 0 {
-			*token = tok
+			e.token = tok
+			e.leaseSet, e.extended = sent, lease
 		}
 		return n, ttl, err
 	}
+}
+
+// extend resets the remote lease to lease if the process still holds the key, and records
+// when the request was sent. A watchdog passes its hold h, and once h has ended (the lock was
+// handed on or released) extend sets nothing: no renewal of an earlier holder follows the
+// extension a handoff made for the next.
+func (e *entry) extend(ctx context.Context, c *Client, lease time.Duration, h *hold) (bool, error) {
+	e.leaseMu.Lock()
+	defer e.leaseMu.Unlock()
+	if h != nil && h.ended() {
+		return false, nil
+	}
+	sent := time.Now()
+	kept, err := c.extendRemote(ctx, e.remote, lease)
+	if err == nil && kept {
+		e.leaseSet, e.extended = sent, lease
+	}
+	return kept, err
 }
 
 // extendRemote resets the lease of rk's key if the process still holds it.

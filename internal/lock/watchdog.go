@@ -38,6 +38,16 @@ func (h *hold) markLost() {
 	})
 }
 
+// ended reports whether end was called on a watched hold.
+func (h *hold) ended() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 func (h *hold) end() {
 	if h.stop != nil {
 		h.stopOnce.Do(func() { close(h.stop) })
@@ -191,6 +201,9 @@ func (c *Client) watch(h *hold, key string, lease, first time.Duration, expires 
 			ctx, cancel := context.WithDeadline(c.ctx, until)
 			ok, err := renew(ctx, lease)
 			cancel()
+			if h.ended() {
+				return // unlocked while the renewal was on its way: nothing to report
+			}
 			if c.hooks.renewed != nil {
 				c.hooks.renewed(key, ok && err == nil)
 			}
