@@ -1,10 +1,12 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -48,5 +50,17 @@ func requireAdmin(token string) gin.HandlerFunc {
 		default:
 			c.Next()
 		}
+	}
+}
+
+// deadline bounds the rest of the request to d: the context the handler hands the services
+// ends then, so a store that hangs is given up and answered 503 unavailable (writeServiceError)
+// instead of holding the request for as long as its driver's own timeouts allow.
+func deadline(d time.Duration) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+		c.Next()
 	}
 }

@@ -24,8 +24,8 @@ func routes(r *gin.Engine, log *slog.Logger, cfg Config, vouchers Vouchers, orde
 
 	api := r.Group("/api")
 	api.Match(getAndHead, "/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", docs.OpenAPI) })
-	api.POST("/vouchers", requireAdmin(cfg.AdminToken), createVoucher(log, vouchers))
-	api.Match(getAndHead, "/vouchers/:id", getVoucher(log, vouchers))
+	api.POST("/vouchers", requireAdmin(cfg.AdminToken), deadline(cfg.VoucherTimeout), createVoucher(log, vouchers))
+	api.Match(getAndHead, "/vouchers/:id", deadline(cfg.VoucherTimeout), getVoucher(log, vouchers))
 	api.POST("/vouchers/:id/orders", placeOrder(log, orders, cfg.Pending))
 	api.Match(getAndHead, "/orders/:id", getOrder(log, orders))
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -42,12 +43,21 @@ type Config struct {
 	// Pending says orders are admitted and written later (the asynchronous mode): a placed
 	// order answers 202 {"orderId", "status": "pending"} instead of 201.
 	Pending bool
+	// VoucherTimeout is the deadline of each voucher request (GET and POST /api/vouchers),
+	// from its arrival: every store call under it ends by then, and one that did not answer
+	// is answered 503 unavailable. The orders carry deadlines of their own (the order
+	// services'). Zero takes order.DefaultTimeout, an order's, whose own read of the voucher
+	// is the same query.
+	VoucherTimeout time.Duration
 }
 
 // NewServer builds the HTTP handler of one service instance.
 func NewServer(log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 10
+	}
+	if cfg.VoucherTimeout <= 0 {
+		cfg.VoucherTimeout = order.DefaultTimeout
 	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()

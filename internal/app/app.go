@@ -198,6 +198,9 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 		Ready:      inst.Ready,
 		Metrics:    promhttp.HandlerFor(inst.Registry, promhttp.HandlerOpts{}),
 		Pending:    cfg.OrderMode == ModeAsync,
+		// A voucher request is bounded as an order is: by SECKILL_ORDER_TIMEOUT, within the
+		// server's WriteTimeout and shutdown grace, which cover the longest order.
+		VoucherTimeout: cfg.Order.EffectiveTimeout(),
 	}, vouchers, orders)
 	return inst, nil
 }

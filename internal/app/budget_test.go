@@ -62,7 +62,7 @@ func newVoucher(t *testing.T, inst *app.Instance, stock int) int64 {
 	return v.ID
 }
 
-// answer is one order's HTTP answer.
+// answer is one request's HTTP answer.
 type answer struct {
 	status int
 	code   string // the error code; "" for 201
@@ -70,9 +70,14 @@ type answer struct {
 }
 
 func placeOrder(h http.Handler, voucherID, userID int64) answer {
-	start := time.Now()
 	r := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/api/vouchers/%d/orders", voucherID), nil)
 	r.Header.Set(api.HeaderUserID, strconv.FormatInt(userID, 10))
+	return serveTimed(h, r)
+}
+
+// serveTimed serves r with h and returns its answer and how long it took.
+func serveTimed(h http.Handler, r *http.Request) answer {
+	start := time.Now()
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	a := answer{status: w.Code, took: time.Since(start)}

@@ -4,8 +4,11 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,6 +45,37 @@ func TestFrozenMariaDB(t *testing.T) {
 	db := testenv.StartMariaDB(t)
 	st := realStores(t, db.CreateDatabase("seckill_freeze"), testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379"))
 	testFreeze(t, st, db.Freeze, db.Thaw)
+}
+
+// TestFrozenMariaDBVouchers: with the database frozen, reading and creating a voucher are
+// answered 503 unavailable within the bound, by the order deadline (SECKILL_ORDER_TIMEOUT),
+// not after the DSN's read timeout (database.DefaultReadTimeout, 5 s) or several of them.
+func TestFrozenMariaDBVouchers(t *testing.T) {
+	db := testenv.StartMariaDB(t)
+	st := realStores(t, db.CreateDatabase("seckill_freeze"), testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379"))
+	inst, err := app.New(context.Background(), discard, app.Config{AdminToken: "s", Lock: "redis",
+		Order: order.Config{Timeout: time.Second}}, st)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	vid := newVoucher(t, inst, 10)
+	get := func() *http.Request {
+		return httptest.NewRequest(http.MethodGet, fmt.Sprintf("/api/vouchers/%d", vid), nil)
+	}
+	require.Equal(t, http.StatusOK, serveTimed(inst.Handler, get()).status, "a read before the freeze")
+
+	db.Freeze()
+	t.Cleanup(db.Thaw)
+	now := time.Now().UTC()
+	body := fmt.Sprintf(`{"title":"t","stock":1,"beginTime":%q,"endTime":%q}`, now.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
+	create := httptest.NewRequest(http.MethodPost, "/api/vouchers", strings.NewReader(body))
+	create.Header.Set("Authorization", "Bearer s")
+	for _, r := range []*http.Request{get(), create} {
+		a := serveTimed(inst.Handler, r)
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s %s while the database is frozen: %+v", r.Method, r.URL.Path, a)
+		assert.Equal(t, "unavailable", a.code, "%s %s", r.Method, r.URL.Path)
+		assert.LessOrEqual(t, a.took, freezeBound, "%s %s answered within the bound", r.Method, r.URL.Path)
+		t.Logf("frozen: %s %s answered %d %s in %s", r.Method, r.URL.Path, a.status, a.code, a.took.Round(time.Millisecond))
+	}
 }
 
 func testFreeze(t *testing.T, st *app.Stores, freeze, thaw func()) {
