@@ -44,8 +44,10 @@ type Config struct {
 	// Linger is how long the writer waits for a batch to fill once it has fewer than Batch.
 	Linger time.Duration
 	// ClaimIdle is how long an entry may stay delivered and unacknowledged before another
-	// writer claims it (XAUTOCLAIM): the writer that read it crashed or hangs. It must exceed
-	// the time a batch takes to commit.
+	// writer claims it (XAUTOCLAIM): the writer that read it crashed or hangs. A batch is
+	// given up (rolled back, and read again) before its entries have idled that long: nine
+	// tenths of it from their delivery, the linger included, or half of it + 2 s when that
+	// is shorter (from 5 s on). It must exceed the time a batch takes to commit.
 	ClaimIdle time.Duration
 	// MaxAttempts is how often an order may be refused by the database (not: the database
 	// unreachable) before it is dead-lettered and its reservation released.

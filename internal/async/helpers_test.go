@@ -55,7 +55,9 @@ func newFixture(t *testing.T, s store, cfg async.Config) *fixture {
 	st := async.NewStore(s.db)
 	loader := async.NewLoader(s.rdb, st, quiet)
 	if cfg.ClaimIdle == 0 {
-		cfg.ClaimIdle = 300 * time.Millisecond
+		// Short, so that the tests of claims do not wait long, and far above what a batch of
+		// a few orders takes to commit: a batch is given up at nine tenths of it.
+		cfg.ClaimIdle = time.Second
 	}
 	return &fixture{t: t, rdb: s.rdb, db: s.db, store: st, loader: loader, cfg: cfg,
 		svc:      async.NewService(s.rdb, idgen.New(s.rdb, "order"), loader, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg),

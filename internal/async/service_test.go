@@ -154,7 +154,9 @@ func TestLargeBatchAcknowledged(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			const n = 750 // two chunks of the ack script's 500 (1,234 took 26 s of the 20 s bound under a loaded CI run with -race)
-			f := newFixture(t, s, async.Config{Batch: n})
+			// One writer, nothing to claim: a claim idle above what this batch may take with
+			// -race on a loaded machine (seconds), which the batch's deadline stays below.
+			f := newFixture(t, s, async.Config{Batch: n, ClaimIdle: time.Minute})
 			vid := f.voucher(n)
 			ids := f.place(vid, 1, n) // all in the stream before a writer reads: one batch
 			var batches []int

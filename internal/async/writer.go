@@ -227,17 +227,23 @@ func (w *Writer) loop(voucherID int64) {
 		}
 		var msgs []redis.XMessage
 		var err error
+		// delivered is when the batch's first entries were delivered to this consumer (Redis
+		// resets an entry's idle time at each delivery, claims and reads of one's own pending
+		// entries included): its deadline counts from there.
+		var delivered time.Time
 		switch {
 		case time.Since(lastClaim) >= w.cfg.ClaimIdle/2:
 			lastClaim = time.Now()
 			msgs, err = w.claim(k)
+			delivered = time.Now()
 		case own:
 			msgs, err = w.read(k, "0", w.cfg.Batch, -1)
+			delivered = time.Now()
 			if err == nil && len(msgs) == 0 {
 				own = false
 			}
 		default:
-			msgs, err = w.readNew(k)
+			msgs, delivered, err = w.readNew(k)
 		}
 		if err != nil {
 			if w.ctx.Err() != nil {
@@ -260,7 +266,7 @@ func (w *Writer) loop(voucherID int64) {
 			}
 			continue
 		}
-		if !w.process(voucherID, k, msgs) {
+		if !w.process(voucherID, k, msgs, delivered) {
 			own = true
 			w.sleep(retryBackoff)
 		}
@@ -325,19 +331,21 @@ func (w *Writer) read(k keys, id string, count int, block time.Duration) ([]redi
 }
 
 // readNew waits up to pollBlock for new entries; with fewer than a batch it lingers once
-// for more, so that a trickle still makes batches.
-func (w *Writer) readNew(k keys) ([]redis.XMessage, error) {
+// for more, so that a trickle still makes batches. It returns when the first entries came:
+// the linger counts against their batch's deadline.
+func (w *Writer) readNew(k keys) ([]redis.XMessage, time.Time, error) {
 	msgs, err := w.read(k, ">", w.cfg.Batch, pollBlock)
+	delivered := time.Now()
 	if err != nil || len(msgs) == 0 || len(msgs) >= w.cfg.Batch || w.cfg.Linger <= 0 {
-		return msgs, err
+		return msgs, delivered, err
 	}
 	w.sleep(w.cfg.Linger)
 	more, err := w.read(k, ">", w.cfg.Batch-len(msgs), -1)
 	if err != nil {
 		// What was read is delivered to this consumer: write it; the error shows again.
-		return msgs, nil
+		return msgs, delivered, nil
 	}
-	return append(msgs, more...), nil
+	return append(msgs, more...), delivered, nil
 }
 
 // claim takes over up to a batch of entries other consumers left idle past ClaimIdle.
@@ -359,11 +367,12 @@ func (w *Writer) claim(k keys) ([]redis.XMessage, error) {
 	return msgs, nil
 }
 
-// process writes msgs and acknowledges what is in the database. It reports false when the
-// database could not be reached: the entries stay pending for this consumer and are retried.
-// It uses its own deadline, not Stop's: a batch that started commits and acknowledges.
-func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.ctx), w.cfg.ClaimIdle/2+redisCallTimeout)
+// process writes msgs, delivered to this consumer at delivered, and acknowledges what is in
+// the database. It reports false when the database could not be reached: the entries stay
+// pending for this consumer and are retried. It uses its own deadline, not Stop's: a batch
+// that started commits and acknowledges.
+func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage, delivered time.Time) bool {
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(w.ctx), delivered.Add(batchSpan(w.cfg.ClaimIdle)))
 	defer cancel()
 	es := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
@@ -412,6 +421,16 @@ func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage) bool {
 		}
 	}
 	return ok
+}
+
+// batchSpan is how long a batch may take, from the delivery of its entries to their
+// acknowledgement: less than claimIdle, so that no other writer claims, and writes again, a
+// batch that is still being written; a batch past it is rolled back and read again. Half of
+// claimIdle plus a Redis call's bound while that leaves a tenth of claimIdle to spare (for
+// the reply's way back, and Redis's clock against ours), that is from 5 s on; below, nine
+// tenths of claimIdle.
+func batchSpan(claimIdle time.Duration) time.Duration {
+	return min(claimIdle/2+redisCallTimeout, claimIdle-claimIdle/10)
 }
 
 // errHeldUnknown wraps the error of a held check that could not ask Redis.
