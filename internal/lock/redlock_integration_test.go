@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/loopback"
 )
 
 // The RedLock tests against real redis-server processes, which the test starts itself on
@@ -48,12 +50,21 @@ func realNodes(t *testing.T, n int) (redNodes, []*redisProc) {
 	return nodes, procs
 }
 
+// freePort is a free port below the ephemeral port range (loopback): a node is restarted on
+// its port, which, chosen by the kernel, could meanwhile have gone to another test's client
+// socket ("address already in use").
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	var port int
+	require.NoError(t, loopback.Start(func(addr string) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		port = ln.Addr().(*net.TCPAddr).Port
+		return ln.Close()
+	}))
+	return port
 }
 
 // start runs redis-server on p's port and waits until it answers PING. It polls the port

@@ -3,7 +3,6 @@ package pitfall
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/loopback"
 )
 
 // redlockNodes are the RedLock lesson's five independent Redis servers, started for one run:
@@ -45,7 +45,10 @@ func startRedLockNodes(ctx context.Context, env Env, n int, fsync bool) (_ *redl
 		r.network, r.clock = "tcp", epoch
 		for range n {
 			m := miniredis.NewMiniRedis()
-			if err := startStable(m); err != nil {
+			// Below the ephemeral port range, so that a node's restart on its own address
+			// finds the port free (a node on a kernel-chosen port once failed to restart with
+			// "address already in use").
+			if err := loopback.Start(m.StartAddr); err != nil {
 				return nil, fmt.Errorf("start embedded redis: %w", err)
 			}
 			m.SetTime(epoch)
@@ -69,24 +72,6 @@ func startRedLockNodes(ctx context.Context, env Env, n int, fsync bool) (_ *redl
 }
 
 func (r *redlockNodes) name(i int) string { return fmt.Sprintf("node%d", i+1) }
-
-// Embedded nodes listen on a port below Linux's ephemeral range (32768-60999 by default), so
-// that while a node is down no client socket, of this process or of a test running beside it,
-// is given its port as a local port, and its restart on the same address finds it free (a
-// node on a kernel-chosen port once failed to restart with "address already in use").
-const stablePortLow, stablePortHigh = 20000, 32000
-
-// startStable starts m on a free port in [stablePortLow, stablePortHigh).
-func startStable(m *miniredis.Miniredis) error {
-	var err error
-	for range 64 {
-		port := stablePortLow + rand.IntN(stablePortHigh-stablePortLow)
-		if err = m.StartAddr(fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			return nil
-		}
-	}
-	return err
-}
 
 // crash stops node i at once: SIGKILL for a process, nothing flushed that was not already.
 func (r *redlockNodes) crash(i int) {
