@@ -48,7 +48,9 @@ const (
 // escapes the arguments itself, which it refuses for the few multibyte character sets where
 // that is unsafe (the schema is utf8mb4). It allows multiStatements, so that the order's
 // stock update and its COMMIT go to the server in one round trip (order.SQLStore); every
-// statement still takes its arguments through placeholders. It also sets the
+// statement still takes its arguments through placeholders. It turns clientFoundRows off:
+// the order's fence claim (INSERT … ON DUPLICATE KEY UPDATE) tells a refused token by zero
+// affected rows, and with clientFoundRows MySQL counts the unchanged row as one. It also sets the
 // DSN's timeout, readTimeout and writeTimeout to DefaultDialTimeout, DefaultReadTimeout and
 // DefaultWriteTimeout where it leaves them unset: without them a frozen server holds a
 // call, and its connection, until the kernel gives up on the TCP connection.
@@ -61,6 +63,7 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg.Loc = time.UTC
 	cfg.InterpolateParams = true
 	cfg.MultiStatements = true
+	cfg.ClientFoundRows = false
 	if err := checkTimeouts(cfg); err != nil {
 		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -71,4 +72,28 @@ func TestSQLStoreFenceWaitsForTheHolderInFlight(t *testing.T) {
 	assert.Equal(t, int64(2), token, "B's first claim committed on its own: any older holder still writing is fenced by it")
 	_, orders := stockOf(t, db, vid)
 	assert.Equal(t, int64(1), orders)
+}
+
+// TestSQLStoreFenceWithClientFoundRows: a DSN that sets clientFoundRows makes MySQL report a
+// row that ON DUPLICATE KEY UPDATE left unchanged as one affected row. A refused claim changes
+// nothing, so it would look admitted, and a stale holder would write. OpenMySQL must keep
+// affected rows meaning changed rows whatever the DSN says.
+func TestSQLStoreFenceWithClientFoundRows(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := mysqldriver.ParseDSN(testenv.MySQLDSN(t))
+	require.NoError(t, err)
+	cfg.ClientFoundRows = true
+	db, err := database.OpenMySQL(ctx, cfg.FormatDSN(), database.Pool{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Migrate(ctx)
+	require.NoError(t, err)
+	s := order.NewSQLStore(db)
+	vid := newVoucher(t, db, 10)
+	fence := testenv.Unique("test/order:")
+	require.NoError(t, s.Create(ctx, newOrder(1, 1, vid), order.Fence{Name: fence, Token: 5}, nil))
+	err = s.Create(ctx, newOrder(2, 2, vid), order.Fence{Name: fence, Token: 4}, nil)
+	assert.ErrorIs(t, err, order.ErrFenced, "a token below the row's")
+	_, orders := stockOf(t, db, vid)
+	assert.Equal(t, int64(1), orders, "a fenced order inserts nothing")
 }
