@@ -6,7 +6,9 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -47,4 +49,36 @@ func TestUpConcurrentMySQL(t *testing.T) {
 	n, err := migrations.Up(context.Background(), sqlDB, migrations.MySQL)
 	assert.NoError(t, err)
 	assert.Zero(t, n, "up to date")
+}
+
+// TestUpWaitsForTheLockBeyondReadTimeout: a migration that finds the migration lock held waits
+// for it (up to a minute), whatever the connection's read timeout: one GET_LOCK that waited
+// longer than readTimeout was cut off by the driver ("invalid connection") and the run failed
+// while the other migration was still within its minute. The lock is held here for twice the
+// read timeout, then released.
+func TestUpWaitsForTheLockBeyondReadTimeout(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := mysqldriver.ParseDSN(testenv.MySQLDSN(t))
+	require.NoError(t, err)
+	cfg.ReadTimeout = 2 * time.Second
+	db, err := database.OpenMySQL(ctx, cfg.FormatDSN(), database.Pool{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	sqlDB, err := db.DB.DB()
+	require.NoError(t, err)
+
+	holder, err := sqlDB.Conn(ctx)
+	require.NoError(t, err)
+	defer holder.Close()
+	var got int64
+	require.NoError(t, holder.QueryRowContext(ctx, "SELECT GET_LOCK('seckill.migrate', 30)").Scan(&got))
+	require.Equal(t, int64(1), got, "take the migration lock")
+	released := time.AfterFunc(2*cfg.ReadTimeout, func() {
+		_, _ = holder.ExecContext(ctx, "DO RELEASE_LOCK('seckill.migrate')")
+	})
+	defer released.Stop()
+
+	n, err := migrations.Up(ctx, sqlDB, migrations.MySQL)
+	require.NoError(t, err, "the run waits for the lock")
+	assert.Equal(t, 5, n)
 }

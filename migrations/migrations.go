@@ -10,6 +10,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/pressly/goose/v3"
 )
@@ -68,10 +69,14 @@ func Up(ctx context.Context, db *sql.DB, dialect Dialect) (int, error) {
 // migrateLock names the MySQL/MariaDB user lock (GET_LOCK) that serialises `seckill migrate`
 // runs against one server, and migrateLockWait bounds the wait for it. goose takes no lock
 // of its own on MySQL: two runs at once (one per starting instance, say) both saw version 0,
-// both ran 00001, and the second failed with "Table 'vouchers' already exists".
+// both ran 00001, and the second failed with "Table 'vouchers' already exists". The wait is
+// made of GET_LOCKs of migrateLockPoll each: one GET_LOCK of the whole wait outlasted the
+// connection's read timeout (5 s by default), and the driver gave up on it ("invalid
+// connection") long before the wait was over.
 const (
 	migrateLock     = "seckill.migrate"
-	migrateLockWait = 60 // seconds
+	migrateLockWait = 60 * time.Second
+	migrateLockPoll = 1 // seconds, whole: MySQL reads GET_LOCK's timeout as whole seconds
 )
 
 // lockMySQL takes migrateLock on a connection of its own, held until the returned unlock.
@@ -80,11 +85,19 @@ func lockMySQL(ctx context.Context, db *sql.DB) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrate: lock: %w", err)
 	}
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", migrateLock, migrateLockWait).Scan(&got); err != nil || got.Int64 != 1 {
+	deadline := time.Now().Add(migrateLockWait)
+	for {
+		var got sql.NullInt64
+		err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", migrateLock, migrateLockPoll).Scan(&got)
+		if err == nil && got.Int64 == 1 {
+			break
+		}
+		if err == nil && time.Now().Before(deadline) {
+			continue
+		}
 		_ = conn.Close()
 		if err == nil {
-			err = fmt.Errorf("another migration held it for %d s", migrateLockWait)
+			err = fmt.Errorf("another migration held it for %s", migrateLockWait)
 		}
 		return nil, fmt.Errorf("migrate: lock %q: %w", migrateLock, err)
 	}
