@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,6 +166,14 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if cfg.redlockAddrs, err = parseAddrs("SECKILL_REDLOCK_ADDRS", *vals["SECKILL_REDLOCK_ADDRS"]); err != nil {
 		return config{}, err
+	}
+	// RedLock's quorum counts nodes: a node named twice answers the start's PING twice but
+	// grants at most one of the votes (its second SET NX finds the key).
+	for i, a := range cfg.redlockAddrs {
+		if slices.Contains(cfg.redlockAddrs[:i], a) {
+			return config{}, fmt.Errorf("SECKILL_REDLOCK_ADDRS=%q: node %q is listed twice; RedLock's nodes must be independent servers",
+				*vals["SECKILL_REDLOCK_ADDRS"], a)
+		}
 	}
 	if cfg.zkAddrs, err = parseAddrs("SECKILL_ZOOKEEPER_ADDRS", *vals["SECKILL_ZOOKEEPER_ADDRS"]); err != nil {
 		return config{}, err

@@ -498,6 +498,12 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		// reconcile over the embedded stores reads a Redis of its own that never saw an order:
 		// every voucher "not in redis", exit 0, whatever the instances' books say.
 		{"reconcile on embedded stores", []string{"seckill", "reconcile"}, nil, "reconcile: set SECKILL_MYSQL_DSN"},
+		// One RedLock node named twice: its one PING per name passed the quorum check, and then
+		// it granted at most one of the votes, so with five copies of one node every order was
+		// order_in_progress while /readyz said ready.
+		{"redlock node listed twice", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"},
+			map[string]string{"SECKILL_REDLOCK_ADDRS": "127.0.0.1:7001,127.0.0.1:7002, 127.0.0.1:7001"},
+			`SECKILL_REDLOCK_ADDRS="127.0.0.1:7001,127.0.0.1:7002, 127.0.0.1:7001": node "127.0.0.1:7001" is listed twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
