@@ -116,6 +116,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		pprofAddr:  *vals["SECKILL_PPROF_ADDR"],
 		fencing:    *vals["SECKILL_FENCING"],
 	}
+	if err := checkAdminToken(cfg.adminToken); err != nil {
+		return config{}, err
+	}
 	if err := checkHTTPAddr(cfg.httpAddr); err != nil {
 		return config{}, err
 	}
@@ -217,6 +220,21 @@ func (c *config) parseAsync(vals map[string]*string) error {
 	}
 	c.stream.DBDownBound, err = parseDuration("SECKILL_STREAM_DB_DOWN", *vals["SECKILL_STREAM_DB_DOWN"], time.Second)
 	return err
+}
+
+// checkAdminToken refuses an admin token that no request can present, which would leave the
+// admin API answering 401 to everyone: net/http trims the white space that ends a header
+// value and refuses control characters in one (a token read from a file with its trailing
+// newline, say). White space before the token can be sent (a second space after "Bearer").
+// The token itself is never echoed.
+func checkAdminToken(token string) error {
+	bad := strings.ContainsFunc(token, func(r rune) bool { return (r < 0x20 && r != '\t') || r == 0x7f }) ||
+		strings.TrimRight(token, " \t") != token
+	if bad {
+		return errors.New("SECKILL_ADMIN_TOKEN: no Authorization header can carry it (it ends in white space or holds a control character, a newline say); " +
+			"the admin API would refuse every caller")
+	}
+	return nil
 }
 
 // checkHTTPAddr refuses a listen address without a port: net.Listen takes "" and "host:" as

@@ -498,6 +498,13 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		// reconcile over the embedded stores reads a Redis of its own that never saw an order:
 		// every voucher "not in redis", exit 0, whatever the instances' books say.
 		{"reconcile on embedded stores", []string{"seckill", "reconcile"}, nil, "reconcile: set SECKILL_MYSQL_DSN"},
+		// An admin token no request can carry (a secret file's trailing newline, say): net/http
+		// trims a header value's surrounding white space and refuses control characters, so
+		// every POST /api/vouchers was 401 "invalid admin token".
+		{"admin token with a trailing newline", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"},
+			map[string]string{"SECKILL_ADMIN_TOKEN": "s3cret\n"}, "SECKILL_ADMIN_TOKEN: no Authorization header can carry it"},
+		{"admin token with a trailing space", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-admin-token", "s3cret "},
+			nil, "SECKILL_ADMIN_TOKEN: no Authorization header can carry it"},
 		// One RedLock node named twice: its one PING per name passed the quorum check, and then
 		// it granted at most one of the votes, so with five copies of one node every order was
 		// order_in_progress while /readyz said ready.
