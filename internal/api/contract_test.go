@@ -420,3 +420,18 @@ func TestPanicAnswers500(t *testing.T) {
 type panicVouchers struct{ fakeVouchers }
 
 func (*panicVouchers) Get(context.Context, int64) (voucher.Voucher, error) { panic("boom") }
+
+// TestCreateVoucherBearerSchemeAnyCase: the authentication scheme is case-insensitive
+// (RFC 9110, section 11.1), so "bearer" and "BEARER" carry the admin token as "Bearer" does.
+func TestCreateVoucherBearerSchemeAnyCase(t *testing.T) {
+	for _, scheme := range []string{"Bearer", "bearer", "BEARER"} {
+		t.Run(scheme, func(t *testing.T) {
+			vs := &fakeVouchers{}
+			h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
+			hdr := map[string]string{"Authorization": scheme + " " + testToken, "Content-Type": "application/json"}
+			w := serve(t, h, request{"POST", "/api/vouchers", hdr, validVoucherBody})
+			require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
+			assert.Len(t, vs.created, 1)
+		})
+	}
+}

@@ -30,3 +30,6 @@ const ReadyStaleAfter = readyStaleAfter
 
 // SetClock makes r read the time from now: when a round of checks ran, and how old it is.
 func (r *Readiness) SetClock(now func() time.Time) { r.now = now }
+
+// BearerToken is the token of an Authorization value with the Bearer scheme in any case.
+var BearerToken = bearerToken

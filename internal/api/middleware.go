@@ -34,12 +34,13 @@ func limitBody(n int64) gin.HandlerFunc {
 	}
 }
 
-// requireAdmin admits only "Authorization: Bearer <token>". With no token configured it
-// refuses everyone, so an unconfigured server cannot be used to create vouchers.
+// requireAdmin admits only "Authorization: Bearer <token>", the scheme in any case (an
+// authentication scheme is case-insensitive). With no token configured it refuses everyone,
+// so an unconfigured server cannot be used to create vouchers.
 func requireAdmin(token string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		h := c.GetHeader("Authorization")
-		got, ok := strings.CutPrefix(h, "Bearer ")
+		got, ok := bearerToken(h)
 		switch {
 		case h == "" || !ok:
 			writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "admin bearer token required")
@@ -63,4 +64,14 @@ func deadline(d time.Duration) gin.HandlerFunc {
 		c.Request = c.Request.WithContext(ctx)
 		c.Next()
 	}
+}
+
+// bearerToken returns what follows the scheme of an "Authorization: Bearer <token>" value,
+// matching the scheme without regard to case, and reports whether the scheme is Bearer.
+func bearerToken(h string) (string, bool) {
+	const scheme = "Bearer "
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	return h[len(scheme):], true
 }

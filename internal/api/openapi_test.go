@@ -69,7 +69,7 @@ var validationOptions = &openapi3filter.Options{
 	IncludeResponseStatus: true,
 	MultiError:            true,
 	AuthenticationFunc: func(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-		token, ok := strings.CutPrefix(in.RequestValidationInput.Request.Header.Get("Authorization"), "Bearer ")
+		token, ok := api.BearerToken(in.RequestValidationInput.Request.Header.Get("Authorization"))
 		if !ok || token == "" {
 			return errors.New("no bearer token")
 		}
