@@ -82,6 +82,10 @@ var settings = []envFlag{
 		"at least a minute and ten order deadlines"},
 }
 
+// secretSettings are the settings whose values must not be printed: the admin token, and the
+// DSN with the database password.
+var secretSettings = map[string]bool{"SECKILL_ADMIN_TOKEN": true, "SECKILL_MYSQL_DSN": true}
+
 // parseConfig reads the environment through getenv, then the flags in args. extra, if not
 // nil, declares a subcommand's own flags on the same set.
 func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer, extra func(*flag.FlagSet)) (config, error) {
@@ -93,13 +97,22 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	vals := make(map[string]*string, len(settings))
 	for _, s := range settings {
 		def := s.def
-		if v := getenv(s.env); v != "" {
+		if v := getenv(s.env); v != "" && !secretSettings[s.env] {
 			def = v
 		}
 		vals[s.env] = fs.String(s.flag, def, s.usage+" ($"+s.env+")")
 	}
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
+	}
+	// A secret's environment value is no flag default: the usage (-h, or a mistyped flag,
+	// printed to stderr and so to the log) shows every default.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, s := range settings {
+		if v := getenv(s.env); secretSettings[s.env] && v != "" && !set[s.flag] {
+			*vals[s.env] = v
+		}
 	}
 	if extra == nil && fs.NArg() > 0 {
 		// flag stops at the first argument that is not a flag: every flag after it would be

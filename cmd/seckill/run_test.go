@@ -475,6 +475,27 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// TestUsageHidesSecrets: the usage that -h and a mistyped flag print (to stderr, so to the
+// instance's log) never shows the admin token or the database password from the environment,
+// while the environment still configures the run and a flag still overrides it.
+func TestUsageHidesSecrets(t *testing.T) {
+	env := map[string]string{"SECKILL_ADMIN_TOKEN": "topsecret-token", "SECKILL_MYSQL_DSN": "app:hunter2-password@tcp(127.0.0.1:1)/x"}
+	getenv := func(k string) string { return env[k] }
+	for _, args := range [][]string{{"seckill", "serve", "-h"}, {"seckill", "serve", "-no-such-flag"}, {"seckill", "migrate", "-h"}} {
+		var stderr bytes.Buffer
+		_ = run(context.Background(), args, getenv, io.Discard, &stderr)
+		require.Contains(t, stderr.String(), "-admin-token", "%v printed no usage", args)
+		assert.False(t, strings.Contains(stderr.String(), "topsecret-token"), "%v printed the admin token", args)
+		assert.False(t, strings.Contains(stderr.String(), "hunter2-password"), "%v printed the database password", args)
+	}
+	cfg, err := parseConfig("serve", nil, func(k string) string { return map[string]string{"SECKILL_ADMIN_TOKEN": "from-env"}[k] }, io.Discard, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "from-env", cfg.adminToken, "the environment sets the token")
+	cfg, err = parseConfig("serve", []string{"-admin-token", "from-flag"}, func(k string) string { return map[string]string{"SECKILL_ADMIN_TOKEN": "from-env"}[k] }, io.Discard, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "from-flag", cfg.adminToken, "a flag overrides the environment")
+}
+
 // TestRunRefusesSilentMisconfig: settings that used to be accepted and then misbehave without
 // a word are refused at start. Each run is bounded: accepted, serve would run until the
 // context ends (and reconcile would exit 0).
