@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,6 +164,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return config{}, err
 	}
 	if err := cfg.checkStores(); err != nil {
+		return config{}, err
+	}
+	if err := cfg.checkDataDir(); err != nil {
 		return config{}, err
 	}
 	if _, ok := app.LockKinds[cfg.lock]; !ok {
@@ -331,6 +335,22 @@ func (c config) checkStores() error {
 		return fmt.Errorf("SECKILL_MYSQL_DSN is not set but SECKILL_REDIS_ADDR is: %s", why)
 	case sentinel && c.mysqlDSN == "":
 		return fmt.Errorf("SECKILL_MYSQL_DSN is not set but SECKILL_REDIS_SENTINEL is: %s", why)
+	}
+	return nil
+}
+
+// checkDataDir refuses a SECKILL_DATA_DIR of the embedded database that is no directory:
+// SQLite would report it as "unable to open database file: out of memory (14)".
+func (c config) checkDataDir() error {
+	if c.dataDir == "" || c.mysqlDSN != "" {
+		return nil
+	}
+	fi, err := os.Stat(c.dataDir)
+	if err == nil && !fi.IsDir() {
+		err = errors.New("not a directory")
+	}
+	if err != nil {
+		return fmt.Errorf("SECKILL_DATA_DIR=%q: %w", c.dataDir, err)
 	}
 	return nil
 }

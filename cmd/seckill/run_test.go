@@ -455,6 +455,9 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "demo", "-fence-guards", "redlock"}, nil, "-fence-guards"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDLOCK_ADDRS": "127.0.0.1:7001,127.0.0.1"}, `SECKILL_REDLOCK_ADDRS="127.0.0.1:7001,127.0.0.1": address "127.0.0.1"`},
 		{[]string{"seckill", "serve", "-redlock-addrs", "127.0.0.1:7001,,127.0.0.1:7002"}, nil, "SECKILL_REDLOCK_ADDRS"},
+		// SQLite reports a missing directory as "unable to open database file: out of memory (14)".
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_DATA_DIR": "/nonexistent/seckill-data"}, `SECKILL_DATA_DIR="/nonexistent/seckill-data": stat /nonexistent/seckill-data: no such file or directory`},
+		{[]string{"seckill", "serve", "-data-dir", "/dev/null"}, nil, `SECKILL_DATA_DIR="/dev/null": not a directory`},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": "zk:port"}, "SECKILL_ZOOKEEPER_ADDRS"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ZOOKEEPER_ADDRS": ":2181"}, "SECKILL_ZOOKEEPER_ADDRS"},
 		// Fencing on with a lock that hands out no token refuses to start, and says which do.
