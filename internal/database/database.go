@@ -157,6 +157,16 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 	return migrations.Up(ctx, sqlDB, db.Dialect)
 }
 
+// CheckMigrated reports an error wrapping migrations.ErrBehind when the database lacks one of
+// the embedded migrations of its dialect.
+func (db *DB) CheckMigrated(ctx context.Context) error {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return err
+	}
+	return migrations.Check(ctx, sqlDB, db.Dialect)
+}
+
 // Ping reports whether the database answers.
 func (db *DB) Ping(ctx context.Context) error {
 	sqlDB, err := db.DB.DB()
