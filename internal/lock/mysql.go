@@ -64,10 +64,13 @@ type MySQLLockOptions struct {
 //
 // Availability is the database's: the lock is as available as the primary it writes to, and
 // a failover to an asynchronous replica that had not received the latest grant can grant
-// the name again, as a Redis failover can. The fencing token is what makes that survivable:
-// the replica counts on from the version it had, so the second grant repeats the lost
-// grant's token, and storage that accepts only tokens above the last it accepted lets one
-// of the two holders write, not both.
+// the name again, as a Redis failover can. The fencing token does not make that survivable
+// here: the replica counts on from the version it had, so the second grant repeats the lost
+// grant's token, and the order write's fence (internal/order, lock_fences) accepts a token
+// equal to the last it accepted, since that is how it lets one grant write twice (a re-entry,
+// LocalRemoteLock's local handoff). Both holders then pass the fence; the unique key on
+// (user, voucher) is what stops the second order. Storage that told grants apart (a grant
+// identity beside the token) would let only one write; this one does not.
 //
 // Tested on MariaDB 10.11, MySQL 9.7 (make test-mysql) and SQLite; the MySQL statements use
 // only what MySQL 8 documents too (LAST_INSERT_ID(expr) in an UPDATE, UTC_TIMESTAMP(6),
