@@ -34,7 +34,7 @@
 #   TOXIPROXY              toxiproxy-server binary (default .tools/bin/toxiproxy-server; make chaos installs it)
 #   CHAOS_OUTAGE           seconds a store stays killed or frozen (default 10; short: 6)
 #   CHAOS_GOODPUT          overload: the goodput ÷ capacity it must reach (default 0.90, the goal;
-#                          short: 0.75, a tripwire: docs/chaos.md, "Short version")
+#                          short: 0.50, a tripwire: docs/chaos.md, "Short version")
 #   CHAOS_SHED_P99         overload: the p99 the 503 overloaded answers must stay within
 #                          (default 50ms, the goal; short: 400ms, a tripwire, same section)
 #   CHAOS_SENTINEL_PORTS   the Sentinel group: primary, replica, three sentinels
@@ -66,7 +66,7 @@ SENTINEL_PORTS=${CHAOS_SENTINEL_PORTS:-27201 27202 27211 27212 27213}
 export SERVICES_RUN_DIR=$RUN/services SERVICES_SENTINEL_PORTS=$SENTINEL_PORTS
 if [[ $SHORT == 1 ]]; then
 	OUTAGE=${CHAOS_OUTAGE:-6}
-	GOODPUT=${CHAOS_GOODPUT:-0.75}
+	GOODPUT=${CHAOS_GOODPUT:-0.50}
 	SHED_P99=${CHAOS_SHED_P99:-400ms}
 	EXPERIMENTS=${CHAOS_EXPERIMENTS:-overload kill-instance redis-kill mariadb-freeze redis-latency}
 else
