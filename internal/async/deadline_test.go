@@ -89,3 +89,63 @@ func TestBatchDeadlineBelowClaimIdle(t *testing.T) {
 		})
 	}
 }
+
+// slowBatches is a go-redis hook that makes every batch of more than one entry outlast its
+// deadline: its held check, which runs inside the batch's transaction, answers only when the
+// batch's context ends. It sends the size of each batch checked.
+type slowBatches struct{ sizes chan int }
+
+func (*slowBatches) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (*slowBatches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *slowBatches) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 4 || !(args[0] == "evalsha" && args[1] == heldSHA || args[0] == "eval" && args[1] == lua.AsyncHeld) {
+			return next(ctx, cmd)
+		}
+		n := len(args) - 4 // evalsha sha numkeys stream id...
+		select {
+		case h.sizes <- n:
+		default:
+		}
+		if n > 1 {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestBatchPastItsDeadlineIsSplit: a batch that cannot commit within its deadline (below
+// ClaimIdle) is rolled back; read again whole it would miss the deadline again, for ever, its
+// orders pending without bound and never counted as refused. The writer must retry it
+// smaller until it commits.
+func TestBatchPastItsDeadlineIsSplit(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{Batch: 4, Linger: -1})
+			h := &slowBatches{sizes: make(chan int, 64)}
+			f.rdb.AddHook(h)
+			vid := f.voucher(5)
+			f.place(vid, 1, 4)
+			f.writer("w", nil)
+			first := <-h.sizes
+			require.Equal(t, 4, first, "the first batch")
+			for i := 0; ; i++ {
+				n := <-h.sizes
+				if n < first {
+					break
+				}
+				require.Less(t, i, 3, "a batch of %d that misses its deadline was read again whole %d times", first, i+1)
+			}
+			f.eventually("written", func() bool { return len(f.rows(vid)) == 4 })
+			b := f.book(vid)
+			assert.Zero(t, b.Pending, "pending after the orders were written")
+		})
+	}
+}

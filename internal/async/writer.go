@@ -216,6 +216,10 @@ func (w *Writer) loop(voucherID int64) {
 	own := true // this consumer's pending entries first: a batch that failed is retried from there
 	var lastClaim time.Time
 	groupReady := false
+	// limit is the most entries a batch reads: halved after a batch that outlived its
+	// deadline, which read again whole would outlive it again, for ever; doubled back, up to
+	// Batch, after each batch that succeeded.
+	limit := w.cfg.Batch
 	for w.ctx.Err() == nil {
 		if !groupReady {
 			if err := w.ensureGroup(k); err != nil {
@@ -234,16 +238,16 @@ func (w *Writer) loop(voucherID int64) {
 		switch {
 		case time.Since(lastClaim) >= w.cfg.ClaimIdle/2:
 			lastClaim = time.Now()
-			msgs, err = w.claim(k)
+			msgs, err = w.claim(k, limit)
 			delivered = time.Now()
 		case own:
-			msgs, err = w.read(k, "0", w.cfg.Batch, -1)
+			msgs, err = w.read(k, "0", limit, -1)
 			delivered = time.Now()
 			if err == nil && len(msgs) == 0 {
 				own = false
 			}
 		default:
-			msgs, delivered, err = w.readNew(k)
+			msgs, delivered, err = w.readNew(k, limit)
 		}
 		if err != nil {
 			if w.ctx.Err() != nil {
@@ -266,7 +270,14 @@ func (w *Writer) loop(voucherID int64) {
 			}
 			continue
 		}
-		if !w.process(voucherID, k, msgs, delivered) {
+		ok, late := w.process(voucherID, k, msgs, delivered)
+		switch {
+		case late:
+			limit = max(1, len(msgs)/2)
+		case ok:
+			limit = min(w.cfg.Batch, 2*limit)
+		}
+		if !ok {
 			own = true
 			w.sleep(retryBackoff)
 		}
@@ -333,14 +344,14 @@ func (w *Writer) read(k keys, id string, count int, block time.Duration) ([]redi
 // readNew waits up to pollBlock for new entries; with fewer than a batch it lingers once
 // for more, so that a trickle still makes batches. It returns when the first entries came:
 // the linger counts against their batch's deadline.
-func (w *Writer) readNew(k keys) ([]redis.XMessage, time.Time, error) {
-	msgs, err := w.read(k, ">", w.cfg.Batch, pollBlock)
+func (w *Writer) readNew(k keys, count int) ([]redis.XMessage, time.Time, error) {
+	msgs, err := w.read(k, ">", count, pollBlock)
 	delivered := time.Now()
-	if err != nil || len(msgs) == 0 || len(msgs) >= w.cfg.Batch || w.cfg.Linger <= 0 {
+	if err != nil || len(msgs) == 0 || len(msgs) >= count || w.cfg.Linger <= 0 {
 		return msgs, delivered, err
 	}
 	w.sleep(w.cfg.Linger)
-	more, err := w.read(k, ">", w.cfg.Batch-len(msgs), -1)
+	more, err := w.read(k, ">", count-len(msgs), -1)
 	if err != nil {
 		// What was read is delivered to this consumer: write it; the error shows again.
 		return msgs, delivered, nil
@@ -348,12 +359,12 @@ func (w *Writer) readNew(k keys) ([]redis.XMessage, time.Time, error) {
 	return append(msgs, more...), delivered, nil
 }
 
-// claim takes over up to a batch of entries other consumers left idle past ClaimIdle.
-func (w *Writer) claim(k keys) ([]redis.XMessage, error) {
+// claim takes over up to count entries other consumers left idle past ClaimIdle.
+func (w *Writer) claim(k keys, count int) ([]redis.XMessage, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
 	defer cancel()
 	msgs, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.stream, Group: w.cfg.Group,
-		Consumer: w.cfg.Consumer, MinIdle: w.cfg.ClaimIdle, Start: "0-0", Count: int64(w.cfg.Batch)}).Result()
+		Consumer: w.cfg.Consumer, MinIdle: w.cfg.ClaimIdle, Start: "0-0", Count: int64(count)}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -370,10 +381,16 @@ func (w *Writer) claim(k keys) ([]redis.XMessage, error) {
 // process writes msgs, delivered to this consumer at delivered, and acknowledges what is in
 // the database. It reports false when the database could not be reached: the entries stay
 // pending for this consumer and are retried. It uses its own deadline, not Stop's: a batch
-// that started commits and acknowledges.
-func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage, delivered time.Time) bool {
+// that started commits and acknowledges. late reports that the batch's deadline passed.
+func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage, delivered time.Time) (ok, late bool) {
 	ctx, cancel := context.WithDeadline(context.WithoutCancel(w.ctx), delivered.Add(batchSpan(w.cfg.ClaimIdle)))
 	defer cancel()
+	ok = w.write(ctx, voucherID, k, msgs)
+	return ok, !ok && ctx.Err() != nil
+}
+
+// write is process within the batch's deadline, ctx.
+func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redis.XMessage) bool {
 	es := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
 		e, err := decodeEntry(m, voucherID)
@@ -425,7 +442,8 @@ func (w *Writer) process(voucherID int64, k keys, msgs []redis.XMessage, deliver
 
 // batchSpan is how long a batch may take, from the delivery of its entries to their
 // acknowledgement: less than claimIdle, so that no other writer claims, and writes again, a
-// batch that is still being written; a batch past it is rolled back and read again. Half of
+// batch that is still being written; a batch past it is rolled back and read again, half as
+// large (down to one entry), so that one too slow for it still commits. Half of
 // claimIdle plus a Redis call's bound while that leaves a tenth of claimIdle to spare (for
 // the reply's way back, and Redis's clock against ours), that is from 5 s on; below, nine
 // tenths of claimIdle.
