@@ -36,7 +36,11 @@ func TestTokensMatchTheLocks(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			g, err := kind.New(LockEnv{Ctx: ctx, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Redis: rdb, RedisPool: 8,
+			// Bounded as app.New bounds it: an etcd or ZooKeeper that does not answer fails
+			// the subtest (NeedLockServer says how to start one) instead of hanging it.
+			lctx, cancel := context.WithTimeout(ctx, LockConnectTimeout)
+			defer cancel()
+			g, err := kind.New(LockEnv{Ctx: lctx, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Redis: rdb, RedisPool: 8,
 				DB: sqlDB, Dialect: db.Dialect, Process: lock.NewProcessID(), OrderTimeout: time.Second, Stores: st})
 			testenv.NeedLockServer(t, err)
 			require.NoError(t, err)
