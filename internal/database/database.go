@@ -97,12 +97,16 @@ func OpenSQLite(ctx context.Context, dir string, pool Pool) (*DB, error) {
 // non-zero it would not get the default either.
 func checkTimeouts(cfg *mysqldriver.Config) error {
 	for _, t := range []struct {
-		name string
-		d    time.Duration
-	}{{"timeout", cfg.Timeout}, {"readTimeout", cfg.ReadTimeout}, {"writeTimeout", cfg.WriteTimeout}} {
+		name   string
+		d, def time.Duration
+	}{
+		{"timeout", cfg.Timeout, DefaultDialTimeout},
+		{"readTimeout", cfg.ReadTimeout, DefaultReadTimeout},
+		{"writeTimeout", cfg.WriteTimeout, DefaultWriteTimeout},
+	} {
 		if t.d < 0 {
 			return fmt.Errorf("%s=%s: a negative timeout is no timeout at all; want a positive duration, or leave it out for %s",
-				t.name, t.d, map[string]time.Duration{"timeout": DefaultDialTimeout, "readTimeout": DefaultReadTimeout, "writeTimeout": DefaultWriteTimeout}[t.name])
+				t.name, t.d, t.def)
 		}
 	}
 	return nil
