@@ -1,7 +1,8 @@
-// Command lockbench measures the project's locks (Redis, RedLock, MySQL, ZooKeeper) against
-// their Go peers (bsm/redislock, go-redsync/redsync, go-zookeeper/zk's Lock) in one run on one
-// machine, and prints markdown tables: throughput, waits and fairness, the time until a
-// SIGKILLed holder's lock is free again, and what the five-node locks do when nodes are lost.
+// Command lockbench measures the project's locks (Redis, RedLock, the MySQL table lock and
+// GET_LOCK, ZooKeeper, etcd) against their Go peers (bsm/redislock, go-redsync/redsync, a bare
+// GET_LOCK, go-zookeeper/zk's Lock, etcd's concurrency.Mutex) in one run on one machine, and
+// prints markdown tables: throughput, waits and fairness, the time until a SIGKILLed holder's
+// lock is free again, and what the five-node locks do when nodes are lost.
 //
 // It is its own module so that the peers stay out of the service's go.mod. It imports
 // github.com/seckill/seckill/internal/lock: Go's internal rule is about import paths, and
@@ -38,6 +39,7 @@ func main() {
 }
 
 func runBench(ctx context.Context, args []string, out io.Writer) error {
+	began := time.Now()
 	fs := flag.NewFlagSet("lockbench", flag.ContinueOnError)
 	redisAddr := fs.String("redis", "127.0.0.1:6379", "Redis address (the single-node locks)")
 	fs.StringVar(redisAddr, "addr", "127.0.0.1:6379", "the same as -redis")
@@ -200,7 +202,7 @@ func runBench(ctx context.Context, args []string, out io.Writer) error {
 	if len(losses) > 0 {
 		printNodeLoss(out, losses)
 	}
-	fmt.Fprintf(out, "\nload after the run: %s\n", loadavg())
+	fmt.Fprintf(out, "\nload after the run: %s · the run took %s\n", loadavg(), time.Since(began).Round(time.Second))
 	return nil
 }
 
