@@ -93,6 +93,35 @@ func TestVerdict(t *testing.T) {
 			wantFailed: []string{"k6 saw orders answered 201", "orders in the database k6 never saw answered 201"},
 		},
 		{
+			name:       "a 201 orderId missing from the database",
+			mutate:     func(f *Facts) { f.Missing201 = 1 },
+			wantOK:     false,
+			wantMsg:    "FAIL: integrity broken",
+			wantFailed: []string{"201 orderIds missing from voucher_orders"},
+		},
+		{
+			name:       "a 201 orderId whose row has another user or voucher",
+			mutate:     func(f *Facts) { f.WrongOwner201 = 1 },
+			wantOK:     false,
+			wantMsg:    "FAIL: integrity broken",
+			wantFailed: []string{"201 orderIds with another user or voucher"},
+		},
+		{
+			name:       "a row nobody was answered 201 for",
+			mutate:     func(f *Facts) { f.Unanswered = 1 },
+			wantOK:     false,
+			wantMsg:    "FAIL: integrity broken",
+			wantFailed: []string{"orders in the database k6 never saw answered 201"},
+		},
+		{
+			name:          "a broken guard seen as duplicate rows",
+			mutate:        func(f *Facts) { f.DuplicateGroups = 3 },
+			expectFailure: true,
+			wantOK:        true,
+			wantMsg:       "PASS (failure expected and detected)",
+			wantFailed:    []string{"duplicate (user_id, voucher_id) rows"},
+		},
+		{
 			name:       "a user answered 201 twice",
 			mutate:     func(f *Facts) { f.Repeated201 = 1 },
 			wantOK:     false,
@@ -160,12 +189,115 @@ func TestCompare(t *testing.T) {
 		{ID: "102", User: 9, Voucher: 7}, // another user's order
 		{ID: "104", User: 4, Voucher: 7}, // not in the database
 		{ID: "105", User: 1, Voucher: 7}, // user 1 answered 201 twice
+		{ID: "103", User: 3, Voucher: 8}, // its user's order, of another voucher
 	}
 	var f Facts
 	Compare(answered, inDB, &f)
-	assert.Equal(t, 4, f.Orders201)
+	assert.Equal(t, 5, f.Orders201)
 	assert.Equal(t, 2, f.Missing201, "missing: 104 and 105")
-	assert.Equal(t, 1, f.WrongOwner201)
+	assert.Equal(t, 2, f.WrongOwner201, "102 (another user) and 103 (another voucher)")
 	assert.Equal(t, 1, f.Repeated201)
+	assert.Zero(t, f.Unanswered, "every row's id was answered, if to the wrong owner")
+	f = Facts{}
+	Compare(answered[:4], inDB, &f)
 	assert.Equal(t, int64(1), f.Unanswered, "103 was never answered 201")
+}
+
+// TestAsyncRunVerdict feeds Compare and Evaluate an asynchronous run as the verifier does
+// (202 answers against the rows), and breaks it each way the promise forbids: every 202 is
+// exactly one row with its id, user and voucher, no duplicate, no oversell.
+func TestAsyncRunVerdict(t *testing.T) {
+	const storm, sellout = 7, 8
+	rows := func() map[string]Owner {
+		return map[string]Owner{"101": {1, storm}, "102": {2, storm}, "201": {3, sellout}, "202": {4, sellout}}
+	}
+	answered := func() []Answered {
+		return []Answered{{"101", 1, storm}, {"102", 2, storm}, {"201", 3, sellout}, {"202", 4, sellout}}
+	}
+	tests := []struct {
+		name       string
+		mutate     func(inDB map[string]Owner, as *[]Answered, f *Facts)
+		wantFailed []string
+		wantMsg    string
+	}{
+		{name: "clean", wantMsg: "PASS"},
+		{
+			name: "a 202 without its row",
+			mutate: func(inDB map[string]Owner, _ *[]Answered, f *Facts) {
+				delete(inDB, "202")
+				f.Vouchers[1].Orders--
+				f.Vouchers[1].StockLeft++
+			},
+			wantFailed: []string{"202 orderIds missing from voucher_orders"},
+			wantMsg:    "FAIL: integrity broken",
+		},
+		{
+			name:       "a 202 whose row has another user",
+			mutate:     func(inDB map[string]Owner, _ *[]Answered, _ *Facts) { inDB["201"] = Owner{User: 9, Voucher: sellout} },
+			wantFailed: []string{"202 orderIds with another user or voucher"},
+			wantMsg:    "FAIL: integrity broken",
+		},
+		{
+			name:       "a 202 whose row has another voucher",
+			mutate:     func(inDB map[string]Owner, _ *[]Answered, _ *Facts) { inDB["102"] = Owner{User: 2, Voucher: sellout} },
+			wantFailed: []string{"202 orderIds with another user or voucher"},
+			wantMsg:    "FAIL: integrity broken",
+		},
+		{
+			name: "a user answered 202 twice, both rows written (no unique key)",
+			mutate: func(inDB map[string]Owner, as *[]Answered, f *Facts) {
+				inDB["103"] = Owner{User: 1, Voucher: storm}
+				*as = append(*as, Answered{"103", 1, storm})
+				f.Vouchers[0].Orders++
+				f.Vouchers[0].StockLeft--
+				f.DuplicateGroups, f.UniqueKey = 1, false
+			},
+			wantFailed: []string{"duplicate (user_id, voucher_id) rows", "users answered 202 twice for one voucher", "uk_user_voucher unique key present"},
+			wantMsg:    "FAIL: integrity broken",
+		},
+		{
+			name: "oversold: a third row for two units",
+			mutate: func(inDB map[string]Owner, as *[]Answered, f *Facts) {
+				inDB["203"] = Owner{User: 5, Voucher: sellout}
+				*as = append(*as, Answered{"203", 5, sellout})
+				f.Vouchers[1].Orders++
+				f.Vouchers[1].StockLeft--
+			},
+			wantFailed: []string{"sellout voucher 8: orders <= initial stock", "sellout voucher 8: stock left >= 0"},
+			wantMsg:    "FAIL: the guard let",
+		},
+		{
+			name:       "a row nobody was answered 202 for",
+			mutate:     func(_ map[string]Owner, as *[]Answered, _ *Facts) { *as = (*as)[1:] },
+			wantFailed: []string{"orders in the database k6 never saw answered 202"},
+			wantMsg:    "FAIL: integrity broken",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Facts{
+				Client: "k6", Accepted: "202", UniqueKey: true, Instances: 1,
+				Vouchers: []Voucher{
+					{Scenario: "storm", ID: storm, Stock: 10, StockLeft: 8, Orders: 2},
+					{Scenario: "sellout", ID: sellout, Stock: 2, StockLeft: 0, Orders: 2},
+				},
+				Counts: order.Counts{Orders: map[string]float64{}},
+			}
+			inDB, as := rows(), answered()
+			if tt.mutate != nil {
+				tt.mutate(inDB, &as, &f)
+			}
+			Compare(as, inDB, &f)
+			cs := Evaluate(f)
+			var failed []string
+			for _, c := range cs {
+				if !c.OK {
+					failed = append(failed, c.Name)
+				}
+			}
+			assert.Equal(t, tt.wantFailed, failed)
+			_, msg := Judge(cs, false)
+			assert.Contains(t, msg, tt.wantMsg)
+		})
+	}
 }
