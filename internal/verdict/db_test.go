@@ -65,8 +65,8 @@ func TestReadDB(t *testing.T) {
 			var f Facts
 			require.NoError(t, ReadDB(ctx, db, run, seen, &f))
 			assert.Equal(t, []Voucher{
-				{Scenario: "storm", ID: a, Stock: 10, StockLeft: 6, Orders: 4},
-				{Scenario: "sellout", ID: b, Stock: 3, StockLeft: 0, Orders: 3},
+				{Scenario: "storm", ID: a, Stock: 10, StockLeft: 6, Orders: 4, Answered: 5},
+				{Scenario: "sellout", ID: b, Stock: 3, StockLeft: 0, Orders: 3, Answered: 3},
 			}, f.Vouchers)
 			assert.True(t, f.UniqueKey)
 			assert.Zero(t, f.DuplicateGroups)

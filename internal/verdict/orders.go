@@ -11,13 +11,16 @@ type Answered struct {
 type Owner struct{ User, Voucher int64 }
 
 // Compare checks every answered order against the rows of the run's vouchers (inDB, keyed by
-// decimal order id), and counts the rows that no client saw answered.
+// decimal order id), counts the rows that no client saw answered, and the answered orders of
+// each voucher in f.Vouchers.
 func Compare(answered []Answered, inDB map[string]Owner, f *Facts) {
 	perUser := map[Owner]int{}
+	perVoucher := map[int64]int64{}
 	logged := make(map[string]bool, len(answered))
 	f.Orders201 = len(answered)
 	for _, o := range answered {
 		perUser[Owner{o.User, o.Voucher}]++
+		perVoucher[o.Voucher]++
 		logged[o.ID] = true
 		row, ok := inDB[o.ID]
 		switch {
@@ -36,5 +39,8 @@ func Compare(answered []Answered, inDB map[string]Owner, f *Facts) {
 		if !logged[id] {
 			f.Unanswered++
 		}
+	}
+	for i := range f.Vouchers {
+		f.Vouchers[i].Answered = perVoucher[f.Vouchers[i].ID]
 	}
 }

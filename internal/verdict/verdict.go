@@ -37,6 +37,7 @@ type Voucher struct {
 	Stock     int64 // initial stock, as the client created it (the database knows only what is left)
 	StockLeft int64 // seckill_vouchers.stock now
 	Orders    int64 // rows in voucher_orders
+	Answered  int64 // orders the client logged as accepted for this voucher (Compare counts them)
 }
 
 // Oversold is how far the orders went past the stock, or the stock below zero.
@@ -77,6 +78,10 @@ func Evaluate(f Facts) []Check {
 		add(GuardSignal, p+"orders <= initial stock", "<= "+itoa(v.Stock), itoa(v.Orders), v.Orders <= v.Stock)
 		add(GuardSignal, p+"stock left >= 0", ">= 0", itoa(v.StockLeft), v.StockLeft >= 0)
 		add(Integrity, p+"initial stock - stock left = orders", itoa(v.Orders), itoa(v.Stock-v.StockLeft), v.Stock-v.StockLeft == v.Orders)
+		// Per voucher, not only over the run: a scenario whose every order was refused (a
+		// sell-out answered sold_out throughout) would otherwise pass on the others' orders,
+		// its own checks true of an untouched voucher.
+		add(Integrity, p+f.Client+" saw orders answered "+acc, "> 0", itoa(v.Answered), v.Answered > 0)
 	}
 	add(GuardSignal, "duplicate (user_id, voucher_id) rows", "0", itoa(f.DuplicateGroups), f.DuplicateGroups == 0)
 	add(GuardSignal, "users answered "+acc+" twice for one voucher", "0", strconv.Itoa(f.Repeated201), f.Repeated201 == 0)

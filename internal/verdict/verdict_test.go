@@ -13,8 +13,8 @@ func cleanFacts() Facts {
 	return Facts{
 		Client: "k6",
 		Vouchers: []Voucher{
-			{Scenario: "storm", ID: 1, Stock: 1200, StockLeft: 0, Orders: 1200},
-			{Scenario: "sellout", ID: 2, Stock: 900, StockLeft: 0, Orders: 900},
+			{Scenario: "storm", ID: 1, Stock: 1200, StockLeft: 0, Orders: 1200, Answered: 1200},
+			{Scenario: "sellout", ID: 2, Stock: 900, StockLeft: 0, Orders: 900, Answered: 900},
 		},
 		UniqueKey: true,
 		Orders201: 2100,
@@ -87,10 +87,24 @@ func TestVerdict(t *testing.T) {
 			wantFailed: []string{"storm voucher 1: initial stock - stock left = orders"},
 		},
 		{
-			name:       "no order at all",
-			mutate:     func(f *Facts) { f.Orders201 = 0; f.Unanswered = 2100 },
+			name: "no order at all",
+			mutate: func(f *Facts) {
+				f.Orders201, f.Unanswered = 0, 2100
+				f.Vouchers[0].Answered, f.Vouchers[1].Answered = 0, 0
+			},
+			wantOK: false,
+			wantFailed: []string{"storm voucher 1: k6 saw orders answered 201", "sellout voucher 2: k6 saw orders answered 201",
+				"k6 saw orders answered 201", "orders in the database k6 never saw answered 201"},
+		},
+		{
+			name: "a voucher that accepted nothing, beside one that did",
+			mutate: func(f *Facts) {
+				f.Vouchers[1] = Voucher{Scenario: "sellout", ID: 2, Stock: 900, StockLeft: 900}
+				f.Orders201 = 1200
+			},
 			wantOK:     false,
-			wantFailed: []string{"k6 saw orders answered 201", "orders in the database k6 never saw answered 201"},
+			wantMsg:    "FAIL: integrity broken",
+			wantFailed: []string{"sellout voucher 2: k6 saw orders answered 201"},
 		},
 		{
 			name:       "a 201 orderId missing from the database",
@@ -191,9 +205,11 @@ func TestCompare(t *testing.T) {
 		{ID: "105", User: 1, Voucher: 7}, // user 1 answered 201 twice
 		{ID: "103", User: 3, Voucher: 8}, // its user's order, of another voucher
 	}
-	var f Facts
+	f := Facts{Vouchers: []Voucher{{ID: 7}, {ID: 8}, {ID: 9}}}
 	Compare(answered, inDB, &f)
 	assert.Equal(t, 5, f.Orders201)
+	assert.Equal(t, []int64{4, 1, 0}, []int64{f.Vouchers[0].Answered, f.Vouchers[1].Answered, f.Vouchers[2].Answered},
+		"answered orders per voucher")
 	assert.Equal(t, 2, f.Missing201, "missing: 104 and 105")
 	assert.Equal(t, 2, f.WrongOwner201, "102 (another user) and 103 (another voucher)")
 	assert.Equal(t, 1, f.Repeated201)

@@ -17,7 +17,7 @@ func cleanReport() report {
 		Lock: "redis",
 		Facts: verdict.Facts{
 			Client:    "k6",
-			Vouchers:  []verdict.Voucher{{Scenario: "sellout", ID: 2, Stock: 2100, Orders: 2100}},
+			Vouchers:  []verdict.Voucher{{Scenario: "sellout", ID: 2, Stock: 2100, Orders: 2100, Answered: 2100}},
 			UniqueKey: true, Orders201: 2100, Instances: 2,
 			Counts: order.Counts{Orders: map[string]float64{order.ResultCreated: 2100}},
 		},
