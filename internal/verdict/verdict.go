@@ -38,6 +38,7 @@ type Voucher struct {
 	StockLeft int64 // seckill_vouchers.stock now
 	Orders    int64 // rows in voucher_orders
 	Answered  int64 // orders the client logged as accepted for this voucher (Compare counts them)
+	SoldOut   int64 // answers sold_out the client counted for this voucher (0 when it does not count them)
 }
 
 // Oversold is how far the orders went past the stock, or the stock below zero.
@@ -82,6 +83,12 @@ func Evaluate(f Facts) []Check {
 		// sell-out answered sold_out throughout) would otherwise pass on the others' orders,
 		// its own checks true of an untouched voucher.
 		add(Integrity, p+f.Client+" saw orders answered "+acc, "> 0", itoa(v.Answered), v.Answered > 0)
+		// A buyer told sold_out must have found it so. Stock only goes down in a sale (an
+		// asynchronous dead letter gives its unit back, and fails its own check), so after a
+		// sold_out answer none is left at the end. Without this, a sell-out that refused
+		// buyers with stock still on the shelf passed as "no oversell".
+		add(Integrity, p+"stock left after "+itoa(v.SoldOut)+" sold_out answers", "<= 0 if any", itoa(v.StockLeft),
+			v.SoldOut == 0 || v.StockLeft <= 0)
 	}
 	add(GuardSignal, "duplicate (user_id, voucher_id) rows", "0", itoa(f.DuplicateGroups), f.DuplicateGroups == 0)
 	add(GuardSignal, "users answered "+acc+" twice for one voucher", "0", strconv.Itoa(f.Repeated201), f.Repeated201 == 0)

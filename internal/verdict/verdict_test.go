@@ -14,7 +14,7 @@ func cleanFacts() Facts {
 		Client: "k6",
 		Vouchers: []Voucher{
 			{Scenario: "storm", ID: 1, Stock: 1200, StockLeft: 0, Orders: 1200, Answered: 1200},
-			{Scenario: "sellout", ID: 2, Stock: 900, StockLeft: 0, Orders: 900, Answered: 900},
+			{Scenario: "sellout", ID: 2, Stock: 900, StockLeft: 0, Orders: 900, Answered: 900, SoldOut: 3600},
 		},
 		UniqueKey: true,
 		Orders201: 2100,
@@ -105,6 +105,24 @@ func TestVerdict(t *testing.T) {
 			wantOK:     false,
 			wantMsg:    "FAIL: integrity broken",
 			wantFailed: []string{"sellout voucher 2: k6 saw orders answered 201"},
+		},
+		{
+			name: "buyers answered sold_out with stock left",
+			mutate: func(f *Facts) {
+				v := &f.Vouchers[1]
+				v.Orders, v.StockLeft, v.Answered = 850, 50, 850
+				f.Orders201 = 2050
+			},
+			wantOK:     false,
+			wantMsg:    "FAIL: integrity broken",
+			wantFailed: []string{"sellout voucher 2: stock left after 3600 sold_out answers"},
+		},
+		{
+			name: "stock left and no sold_out answer",
+			mutate: func(f *Facts) {
+				f.Vouchers[0] = Voucher{Scenario: "storm", ID: 1, Stock: 1240, StockLeft: 40, Orders: 1200, Answered: 1200}
+			},
+			wantOK: true,
 		},
 		{
 			name:       "a 201 orderId missing from the database",

@@ -16,6 +16,9 @@ type k6Voucher struct {
 	Scenario string `json:"scenario"`
 	ID       int64  `json:"id"`
 	Stock    int64  `json:"stock"`
+	// SoldOut is the sold_out answers of the voucher's scenario (readSummary fills it in from
+	// the summary's scenarios; not part of the voucher's JSON).
+	SoldOut int64 `json:"-"`
 }
 
 // k6Summary is the part of the JSON that loadtest/k6/seckill.js's handleSummary writes that
@@ -24,6 +27,10 @@ type k6Summary struct {
 	Lock     string      `json:"lock"`
 	Mode     string      `json:"mode"` // SECKILL_ORDER_MODE of the run: sync (also when empty) or async
 	Vouchers []k6Voucher `json:"vouchers"`
+	// Scenarios holds each scenario's answers by result (the script's RESULTS).
+	Scenarios map[string]struct {
+		Results map[string]int64 `json:"results"`
+	} `json:"scenarios"`
 }
 
 // k6Order is one order that k6 saw answered 201.
@@ -50,6 +57,9 @@ func readSummary(path string) (k6Summary, error) {
 		if v.ID <= 0 || v.Stock <= 0 || v.Scenario == "" {
 			return s, fmt.Errorf("read k6 summary %s: bad voucher %+v", path, v)
 		}
+	}
+	for i, v := range s.Vouchers {
+		s.Vouchers[i].SoldOut = s.Scenarios[v.Scenario].Results["sold_out"]
 	}
 	return s, nil
 }
