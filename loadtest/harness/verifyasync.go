@@ -47,15 +47,26 @@ func (a *asyncVerify) drain(ctx context.Context, w io.Writer, vouchers []k6Vouch
 	ctx, cancel := context.WithTimeout(ctx, a.drainTimeout)
 	defer cancel()
 	lastReport := start
+	// undrained is the bound's error, with the backlog of the last complete read: the bound
+	// may strike inside a read, and "backlog: context deadline exceeded" would then read as
+	// a Redis failure instead of writers that did not keep up.
+	last := int64(-1)
+	undrained := func() error {
+		return fmt.Errorf("verify: the writers did not drain within %s: %d orders still in the streams", a.drainTimeout, last)
+	}
 	for {
 		var backlog int64
 		for _, v := range vouchers {
 			n, err := a.statuses.Backlog(ctx, v.ID)
+			if err != nil && ctx.Err() != nil && last >= 0 {
+				return undrained()
+			}
 			if err != nil {
 				return fmt.Errorf("verify: drain: %w", err)
 			}
 			backlog += n
 		}
+		last = backlog
 		if backlog == 0 {
 			fmt.Fprintf(w, "drain: every accepted order written and acknowledged %.1fs after the load\n", time.Since(start).Seconds())
 			return nil
@@ -66,7 +77,7 @@ func (a *asyncVerify) drain(ctx context.Context, w io.Writer, vouchers []k6Vouch
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("verify: the writers did not drain within %s: %d orders still in the streams", a.drainTimeout, backlog)
+			return undrained()
 		case <-time.After(drainPoll):
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 // order is still in one.
 func TestDrain(t *testing.T) {
 	ctx := context.Background()
-	rdb := testenv.EmbeddedRedis(t).Client
+	embedded := testenv.EmbeddedRedis(t)
+	rdb := embedded.Client
 	a := asyncVerify{rdb: rdb, statuses: async.NewStatuses(rdb), drainTimeout: 300 * time.Millisecond}
 	vouchers := []k6Voucher{{Scenario: "sellout", ID: 7, Stock: 10}}
 
@@ -40,12 +42,46 @@ func TestDrain(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "1 orders still in the streams")
 
+	// The bound strikes inside a read, after a complete one: the error still says how many
+	// orders the writers left, not "context deadline exceeded" as if Redis had failed.
+	stalled := redis.NewClient(&redis.Options{Addr: embedded.Mini.Addr()})
+	defer stalled.Close()
+	stalled.AddHook(stallAfter{n: new(atomic.Int64), after: 1})
+	s := asyncVerify{rdb: stalled, statuses: async.NewStatuses(stalled), drainTimeout: 300 * time.Millisecond}
+	err = s.drain(ctx, &out, vouchers)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "did not drain within 300ms: 1 orders still in the streams")
+
 	a.drainTimeout = 5 * time.Second
 	go func() {
 		time.Sleep(100 * time.Millisecond)
 		rdb.Del(ctx, stream) // as the writer's acknowledgement deletes a written entry
 	}()
 	require.NoError(t, a.drain(ctx, &out, vouchers), "the writer deleted the entry: drained")
+}
+
+// stallAfter lets the first `after` XLENs through and holds every later one until its
+// context ends, as a read in flight when the drain's bound strikes.
+type stallAfter struct {
+	n     *atomic.Int64
+	after int64
+}
+
+func (stallAfter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h stallAfter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "xlen" && h.n.Add(1) > h.after {
+			<-ctx.Done()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (stallAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // TestPollOrders: an order counts as created only when GET /api/orders/{id}, asked as its
