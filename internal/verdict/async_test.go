@@ -53,13 +53,23 @@ func TestEvaluateAsync(t *testing.T) {
 			wantFailed: []string{"accepted orders not 'created' on GET /api/orders/{id} (of 660) = 1"},
 		},
 		{
-			name:       "a kill that left nothing to claim",
-			mutate:     func(f *AsyncFacts) { f.ExpectClaimed = true },
-			wantFailed: []string{"orders claimed from the killed instance (metric, survivors) = 0"},
+			name:       "a kill whose orders nobody claimed",
+			mutate:     func(f *AsyncFacts) { f.ExpectClaimed, f.Held = true, 3 },
+			wantFailed: []string{"orders claimed from the killed instance, which held 3 (metric, survivors) = 0"},
+		},
+		{
+			name:       "a kill whose orders were claimed in part",
+			mutate:     func(f *AsyncFacts) { f.ExpectClaimed, f.Held, f.Claimed = true, 3, 2 },
+			wantFailed: []string{"orders claimed from the killed instance, which held 3 (metric, survivors) = 2"},
+		},
+		{
+			name:       "a kill that held nothing, a survivor's own entries claimed",
+			mutate:     func(f *AsyncFacts) { f.ExpectClaimed, f.Held, f.Claimed = true, 0, 2 },
+			wantFailed: []string{"orders claimed from the killed instance, which held 0 (metric, survivors) = 2"},
 		},
 		{
 			name:   "a kill whose orders were claimed",
-			mutate: func(f *AsyncFacts) { f.ExpectClaimed, f.Claimed = true, 3 },
+			mutate: func(f *AsyncFacts) { f.ExpectClaimed, f.Held, f.Claimed = true, 3, 3 },
 		},
 		{
 			name:   "orders not polled: no poll check",

@@ -38,7 +38,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&av.redisAddr, "redis", "127.0.0.1:6379", "the instances' Redis (async runs: the books, the streams, the dead letters)")
 	fs.StringVar(&av.url, "url", "", "async runs: where to ask GET /api/orders/{id} for every accepted order (nginx); empty: not asked")
 	fs.DurationVar(&av.drainTimeout, "drain-timeout", 60*time.Second, "async runs: how long the writers may take to write every accepted order")
-	fs.BoolVar(&av.expectClaimed, "expect-claimed", false, "async runs: an instance was killed holding orders; the survivors must have claimed some")
+	fs.Float64Var(&av.killedHolding, "killed-holding", -1, "async runs: an instance was killed holding this many delivered, unacknowledged orders; "+
+		"the survivors must have claimed at least as many, and 0 fails (the claim went untested); < 0: no kill")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ type asyncVerify struct {
 	redisAddr     string
 	url           string
 	drainTimeout  time.Duration
-	expectClaimed bool
+	killedHolding float64 // < 0: no instance was killed
 	rdb           *redis.Client
 	statuses      *async.Statuses
 }
@@ -86,7 +86,8 @@ func (a *asyncVerify) drain(ctx context.Context, w io.Writer, vouchers []k6Vouch
 // asyncFacts reads the books and dead letters of every voucher of the run, and asks the
 // service for every accepted order.
 func asyncFacts(ctx context.Context, a asyncVerify, db *database.DB, vouchers []k6Voucher, orders []k6Order, ac asyncCounts) (verdict.AsyncFacts, error) {
-	f := verdict.AsyncFacts{DeadLetteredMetric: ac.DeadLettered, Claimed: ac.Claimed, ExpectClaimed: a.expectClaimed, Polled: -1}
+	f := verdict.AsyncFacts{DeadLetteredMetric: ac.DeadLettered, Claimed: ac.Claimed, Polled: -1,
+		ExpectClaimed: a.killedHolding >= 0, Held: a.killedHolding}
 	store := async.NewStore(db)
 	for _, v := range vouchers {
 		b, err := async.ReconcileSettled(ctx, a.rdb, store, v.ID, reconcileRead)
