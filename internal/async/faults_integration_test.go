@@ -68,6 +68,7 @@ func TestDatabaseUnreachable(t *testing.T) {
 	b := f.book(vid)
 	assert.Zero(t, b.Drift(), "books %+v", b)
 	assert.Equal(t, int64(3), b.DBStock)
+	f.judge(vid, 10, admitted)
 }
 
 // TestRedisRestartedEmpty: a real redis-server is killed after orders were written and comes
@@ -79,7 +80,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	f := newFixture(t, store{name: "real", rdb: srv.Client(), db: testenv.Databases(t, database.Pool{MaxOpen: 4})["mysql"]}, async.Config{})
 	vid := f.voucher(10)
 	f.writer("w", nil)
-	f.place(vid, 1, 6)
+	admitted := f.place(vid, 1, 6)
 	f.eventually("written", func() bool { return len(f.rows(vid)) == 6 })
 	f.eventually("acknowledged", func() bool { return f.book(vid).Pending == 0 })
 
@@ -93,10 +94,11 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	var wg sync.WaitGroup
 	for u := int64(100); u < 140; u++ {
 		wg.Go(func() {
-			_, err := f.svc.Place(ctx, u, vid)
+			id, err := f.svc.Place(ctx, u, vid)
 			if err == nil {
 				mu.Lock()
 				second++
+				admitted[id] = u
 				mu.Unlock()
 			} else if !assert.ErrorIs(t, err, order.ErrSoldOut) {
 				return
@@ -110,6 +112,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	b := f.book(vid)
 	assert.Zero(t, b.Drift(), "books %+v", b)
 	assert.Equal(t, int64(0), b.DBStock)
+	f.judge(vid, 10, admitted)
 }
 
 // TestRedisCluster: the admission, load, acknowledgement and dead-letter scripts on a real

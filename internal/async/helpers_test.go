@@ -4,17 +4,21 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/idgen"
+	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/testenv"
+	"github.com/seckill/seckill/internal/verdict"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -121,6 +125,33 @@ func (f *fixture) book(voucherID int64) async.Book {
 	b, err := async.Reconcile(context.Background(), f.rdb, f.store, voucherID)
 	require.NoError(f.t, err)
 	return b
+}
+
+// judge gives the load test's verdict (internal/verdict: Evaluate with 202 for accepted, and
+// EvaluateAsync) on voucherID after a fault, its initial stock given and admitted the orders
+// the test was answered (order id → user): every one exactly one row with its user and
+// voucher, no other row, no duplicate, no oversell, the books balanced against the initial
+// stock, nothing dead-lettered. No instance runs here, so the one check of instances'
+// counters is the only one that fails; GET /api/orders/{id} is the load test's.
+func (f *fixture) judge(voucherID, initial int64, admitted map[int64]int64) {
+	f.t.Helper()
+	ctx := context.Background()
+	answered := make([]verdict.Answered, 0, len(admitted))
+	for id, u := range admitted {
+		answered = append(answered, verdict.Answered{ID: strconv.FormatInt(id, 10), User: u, Voucher: voucherID})
+	}
+	facts := verdict.Facts{Client: "the test", Accepted: "202", Counts: order.Counts{Orders: map[string]float64{}}}
+	run := []verdict.Voucher{{Scenario: "fault", ID: voucherID, Stock: initial}}
+	require.NoError(f.t, verdict.ReadDB(ctx, f.db, run, answered, &facts))
+	b, err := async.ReconcileSettled(ctx, f.rdb, f.store, voucherID, 3)
+	require.NoError(f.t, err)
+	dead, err := f.statuses.DeadLettered(ctx, voucherID)
+	require.NoError(f.t, err)
+	cs := append(verdict.Evaluate(facts), verdict.EvaluateAsync(verdict.AsyncFacts{Polled: -1,
+		Vouchers: []verdict.AsyncVoucher{{Scenario: "fault", ID: voucherID, Initial: initial,
+			RedisStock: b.RedisStock, Pending: b.Pending, Orders: b.Orders, DeadLettered: dead}}})...)
+	assert.Empty(f.t, verdict.Failed(cs, verdict.GuardSignal), "guard checks")
+	assert.Equal(f.t, []string{"instances' /metrics read = 0"}, verdict.Failed(cs, verdict.Integrity), "integrity checks")
 }
 
 // place admits one order of voucherID for each user in [from, to], all of which must be
