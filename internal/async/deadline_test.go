@@ -18,18 +18,13 @@ import (
 // delivered (an XREADGROUP or XAUTOCLAIM that returned some) and the deadline of each held
 // check, which a batch runs inside its transaction, with the batch's context.
 type batchDeadlines struct {
+	hookBase
 	mu        sync.Mutex
 	delivered time.Time       // the reply of the last delivery with entries
 	spans     []time.Duration // per held check: its deadline less the delivery before it
 }
 
 var heldSHA = redis.NewScript(lua.AsyncHeld).Hash()
-
-func (*batchDeadlines) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (*batchDeadlines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 
 func (h *batchDeadlines) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -93,12 +88,9 @@ func TestBatchDeadlineBelowClaimIdle(t *testing.T) {
 // slowBatches is a go-redis hook that makes every batch of more than one entry outlast its
 // deadline: its held check, which runs inside the batch's transaction, answers only when the
 // batch's context ends. It sends the size of each batch checked.
-type slowBatches struct{ sizes chan int }
-
-func (*slowBatches) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (*slowBatches) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+type slowBatches struct {
+	hookBase
+	sizes chan int
 }
 
 func (h *slowBatches) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

@@ -30,3 +30,6 @@ func (m *Metrics) Admissions(result string) float64 {
 
 // HeldOf is the check w's batches of voucherID's stream run before they commit.
 func HeldOf(w *Writer, voucherID int64) Held { return w.held(keysOf(voucherID)) }
+
+// AttemptsOf is the key of voucherID's count of refused attempts per entry.
+func AttemptsOf(voucherID int64) string { return keysOf(voucherID).attempts }

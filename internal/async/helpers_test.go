@@ -154,6 +154,31 @@ func (f *fixture) judge(voucherID, initial int64, admitted map[int64]int64) {
 	assert.Equal(f.t, []string{"instances' /metrics read = 0"}, verdict.Failed(cs, verdict.Integrity), "integrity checks")
 }
 
+// refusedOrder loads voucherID and admits an order of user that the database refuses every
+// time: a row of the user's that Redis does not know of is already there, so the admission
+// passes and the write conflicts. It returns the order's id.
+func (f *fixture) refusedOrder(voucherID, user int64) int64 {
+	f.t.Helper()
+	ctx := context.Background()
+	require.NoError(f.t, f.loader.Load(ctx, voucherID))
+	now := time.Now().UTC()
+	require.NoError(f.t, f.db.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?)",
+		user, user, voucherID, now, now).Error)
+	id, err := f.svc.Place(ctx, user, voucherID)
+	require.NoError(f.t, err)
+	return id
+}
+
+// hookBase gives a go-redis hook that watches single commands the two other methods of
+// redis.Hook, passing dials and pipelines through.
+type hookBase struct{}
+
+func (hookBase) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (hookBase) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // place admits one order of voucherID for each user in [from, to], all of which must be
 // admitted, and returns order id → user.
 func (f *fixture) place(voucherID, from, to int64) map[int64]int64 {

@@ -242,12 +242,7 @@ func TestDeadLetter(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 3})
 			ctx := context.Background()
 			vid := f.voucher(5)
-			require.NoError(t, f.loader.Load(ctx, vid))
-			// A row Redis does not know of: the user's admission passes, the write conflicts.
-			require.NoError(t, f.db.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?)",
-				1, 7, vid, time.Now().UTC(), time.Now().UTC()).Error)
-			id, err := f.svc.Place(ctx, 7, vid)
-			require.NoError(t, err)
+			id := f.refusedOrder(vid, 7)
 			other, err := f.svc.Place(ctx, 8, vid)
 			require.NoError(t, err)
 			f.writer("w", nil)

@@ -17,9 +17,10 @@ import (
 )
 
 var (
-	ackScript  = redis.NewScript(lua.AsyncAck)
-	deadScript = redis.NewScript(lua.AsyncDead)
-	heldScript = redis.NewScript(lua.AsyncHeld)
+	ackScript     = redis.NewScript(lua.AsyncAck)
+	attemptScript = redis.NewScript(lua.AsyncAttempt)
+	deadScript    = redis.NewScript(lua.AsyncDead)
+	heldScript    = redis.NewScript(lua.AsyncHeld)
 )
 
 // The writer's pacing.
@@ -548,11 +549,18 @@ func (w *Writer) unreachable(ctx context.Context, err error) bool {
 
 func (w *Writer) pingDB(ctx context.Context) error { return w.store.Ping(ctx) }
 
-// fail counts a refused attempt of e; at MaxAttempts it dead-letters e.
+// fail counts a refused attempt of e; at MaxAttempts it dead-letters e. An entry no longer
+// pending for this consumer (another claimed it, or settled it) is not counted: the count is
+// its owner's attempts.
 func (w *Writer) fail(ctx context.Context, k keys, e Entry, reason string) {
-	n, err := w.rdb.HIncrBy(ctx, k.attempts, e.StreamID, 1).Result()
+	n, err := attemptScript.Run(ctx, w.rdb, []string{k.stream, k.attempts}, w.cfg.Group, w.cfg.Consumer, e.StreamID).Int64()
 	if err != nil {
 		w.log.Warn("writer: count failed attempt", "order_id", e.OrderID, "err", err)
+		return
+	}
+	if n == 0 {
+		w.log.Warn("writer: the database refused an order no longer this consumer's; not counted", "order_id", e.OrderID,
+			"voucher_id", e.VoucherID, "reason", reason)
 		return
 	}
 	w.log.Warn("writer: the database refused an order", "order_id", e.OrderID, "user_id", e.UserID,

@@ -81,6 +81,11 @@ var AsyncAck string
 //go:embed async_dead.lua
 var AsyncDead string
 
+// AsyncAttempt is async_attempt.lua: count a refused attempt of an entry this consumer owns.
+//
+//go:embed async_attempt.lua
+var AsyncAttempt string
+
 // AsyncHeld is async_held.lua: how many of a batch's entries have left their stream.
 //
 //go:embed async_held.lua
