@@ -46,8 +46,9 @@ type Config struct {
 	// ClaimIdle is how long an entry may stay delivered and unacknowledged before another
 	// writer claims it (XAUTOCLAIM): the writer that read it crashed or hangs. A batch is
 	// given up (rolled back, and read again) before its entries have idled that long: nine
-	// tenths of it from their delivery, the linger included, or half of it + 2 s when that
-	// is shorter (from 5 s on). It must exceed the time a batch takes to commit.
+	// tenths of it from their delivery (the sending of the read that delivered them), the
+	// linger included, or half of it + 2 s when that is shorter (from 5 s on). It must exceed
+	// the time a batch takes to commit.
 	ClaimIdle time.Duration
 	// MaxAttempts is how often an order may be refused by the database (not: the database
 	// unreachable) before it is dead-lettered and its reservation released.

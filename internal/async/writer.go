@@ -28,8 +28,8 @@ const (
 	// discoverInterval is how often the writer looks for vouchers to read, and refreshes
 	// its gauges and its view of the database.
 	discoverInterval = time.Second
-	// pollBlock is how long one XREADGROUP waits for new entries; the loop checks for
-	// shutdown between reads.
+	// pollBlock is how long one XREADGROUP waits for new entries (less for a short claim
+	// idle: see readNew); the loop checks for shutdown between reads.
 	pollBlock = 200 * time.Millisecond
 	// retryBackoff is the pause before a batch that failed is tried again.
 	retryBackoff = 200 * time.Millisecond
@@ -234,16 +234,16 @@ func (w *Writer) loop(voucherID int64) {
 		var err error
 		// delivered is when the batch's first entries were delivered to this consumer (Redis
 		// resets an entry's idle time at each delivery, claims and reads of one's own pending
-		// entries included): its deadline counts from there.
-		var delivered time.Time
+		// entries included): its deadline counts from there. Redis stamps the delivery before
+		// it replies, so delivered is taken before the request is sent, not at its reply, which
+		// comes a round trip later, or much later on a slow network or a busy Redis.
+		delivered := time.Now()
 		switch {
-		case time.Since(lastClaim) >= w.cfg.ClaimIdle/2:
-			lastClaim = time.Now()
+		case delivered.Sub(lastClaim) >= w.cfg.ClaimIdle/2:
+			lastClaim = delivered
 			msgs, err = w.claim(k, limit)
-			delivered = time.Now()
 		case own:
 			msgs, err = w.read(k, "0", limit, -1)
-			delivered = time.Now()
 			if err == nil && len(msgs) == 0 {
 				own = false
 			}
@@ -343,11 +343,14 @@ func (w *Writer) read(k keys, id string, count int, block time.Duration) ([]redi
 }
 
 // readNew waits up to pollBlock for new entries; with fewer than a batch it lingers once
-// for more, so that a trickle still makes batches. It returns when the first entries came:
-// the linger counts against their batch's deadline.
+// for more, so that a trickle still makes batches. It returns when it sent the read of the
+// first entries (Redis delivers them, and starts their idle time, somewhere between that and
+// its reply): the wait for them and the linger count against their batch's deadline. The wait
+// is at most a quarter of that deadline, so that a short claim idle still leaves a batch
+// most of it.
 func (w *Writer) readNew(k keys, count int) ([]redis.XMessage, time.Time, error) {
-	msgs, err := w.read(k, ">", count, pollBlock)
 	delivered := time.Now()
+	msgs, err := w.read(k, ">", count, min(pollBlock, batchSpan(w.cfg.ClaimIdle)/4))
 	if err != nil || len(msgs) == 0 || len(msgs) >= count || w.cfg.Linger <= 0 {
 		return msgs, delivered, err
 	}
@@ -446,8 +449,8 @@ func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redi
 // batch that is still being written; a batch past it is rolled back and read again, half as
 // large (down to one entry), so that one too slow for it still commits. Half of
 // claimIdle plus a Redis call's bound while that leaves a tenth of claimIdle to spare (for
-// the reply's way back, and Redis's clock against ours), that is from 5 s on; below, nine
-// tenths of claimIdle.
+// the acknowledgement's way to Redis, and Redis's clock against ours), that is from 5 s on;
+// below, nine tenths of claimIdle.
 func batchSpan(claimIdle time.Duration) time.Duration {
 	return min(claimIdle/2+redisCallTimeout, claimIdle-claimIdle/10)
 }
