@@ -50,7 +50,8 @@ const (
 // stock update and its COMMIT go to the server in one round trip (order.SQLStore); every
 // statement still takes its arguments through placeholders. It turns clientFoundRows off:
 // the order's fence claim (INSERT … ON DUPLICATE KEY UPDATE) tells a refused token by zero
-// affected rows, and with clientFoundRows MySQL counts the unchanged row as one. It also sets the
+// affected rows, and with clientFoundRows MySQL counts the unchanged row as one. It sets
+// autocommit on for every connection (see forceAutocommit). It also sets the
 // DSN's timeout, readTimeout and writeTimeout to DefaultDialTimeout, DefaultReadTimeout and
 // DefaultWriteTimeout where it leaves them unset: without them a frozen server holds a
 // call, and its connection, until the kernel gives up on the TCP connection.
@@ -64,6 +65,7 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg.InterpolateParams = true
 	cfg.MultiStatements = true
 	cfg.ClientFoundRows = false
+	forceAutocommit(cfg)
 	if err := checkTimeouts(cfg); err != nil {
 		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
 	}
@@ -89,6 +91,25 @@ func OpenSQLite(ctx context.Context, dir string, pool Pool) (*DB, error) {
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	return finish(ctx, &DB{DB: g, Dialect: migrations.SQLite}, pool)
+}
+
+// forceAutocommit makes every connection SET autocommit=1, in place of any setting of
+// autocommit among the DSN's parameters (go-sql-driver sends a parameter it does not know as a
+// session SET, so autocommit=0, AUTOCOMMIT=OFF or @@session.autocommit=0 would turn it off)
+// and of a server whose default is off. The stores run statements outside transactions (the
+// MySQL lock's INSERTs and UPDATEs, an order fence's first claim, the pruning of old fences);
+// with autocommit off those never commit: they hold their row locks on a connection back in the pool, invisible to every
+// other connection, until a later BEGIN on it commits them by the way.
+func forceAutocommit(cfg *mysqldriver.Config) {
+	for k := range cfg.Params {
+		if strings.HasSuffix(strings.ToLower(k), "autocommit") {
+			delete(cfg.Params, k)
+		}
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["autocommit"] = "1"
 }
 
 // checkTimeouts refuses a negative network timeout: go-sql-driver applies only a positive
