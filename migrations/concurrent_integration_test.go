@@ -82,3 +82,22 @@ func TestUpWaitsForTheLockBeyondReadTimeout(t *testing.T) {
 	require.NoError(t, err, "the run waits for the lock")
 	assert.Equal(t, 5, n)
 }
+
+// TestUpMySQLPoolOfOne: Up on MySQL holds the migration lock (GET_LOCK, which belongs to a
+// session) on a connection of its own while goose runs the migrations on another, so a pool
+// limited to one connection would wait for ever for goose's. Up raises that limit to two for
+// the call and restores it.
+func TestUpMySQLPoolOfOne(t *testing.T) {
+	db, err := database.OpenMySQL(context.Background(), testenv.MySQLDSN(t), database.Pool{MaxOpen: 1})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	sqlDB, err := db.DB.DB()
+	require.NoError(t, err)
+	// A bound on a hang, far above what the migrations take.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := migrations.Up(ctx, sqlDB, migrations.MySQL)
+	require.NoError(t, err)
+	assert.Equal(t, 5, n)
+	assert.Equal(t, 1, sqlDB.Stats().MaxOpenConnections, "the pool's limit after Up")
+}

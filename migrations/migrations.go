@@ -76,6 +76,11 @@ func Check(ctx context.Context, db *sql.DB, dialect Dialect) error {
 }
 
 // Up applies every migration of dialect not yet applied to db and returns how many it applied.
+//
+// On MySQL it takes two of db's connections: one holds the migration lock (GET_LOCK belongs to
+// a session, so it pins a connection; see lockMySQL) while goose runs the migrations on
+// another. A db limited to one connection would wait for ever for goose's, so Up raises that
+// limit to two for the call and restores it after.
 func Up(ctx context.Context, db *sql.DB, dialect Dialect) (int, error) {
 	p, err := provider(db, dialect)
 	if err != nil {
@@ -83,8 +88,6 @@ func Up(ctx context.Context, db *sql.DB, dialect Dialect) (int, error) {
 	}
 	if dialect == MySQL {
 		if n := db.Stats().MaxOpenConnections; n == 1 {
-			// The lock pins a connection of its own while goose uses another: a pool of one
-			// would wait for ever.
 			db.SetMaxOpenConns(2)
 			defer db.SetMaxOpenConns(n)
 		}

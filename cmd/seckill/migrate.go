@@ -17,6 +17,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if cfg.mysqlDSN == "" {
 		return fmt.Errorf("migrate: set SECKILL_MYSQL_DSN and SECKILL_REDIS_ADDR (or -mysql-dsn and -redis-addr); the embedded database migrates itself")
 	}
+	// Two connections: migrations.Up holds its lock on one and migrates on the other.
 	db, err := database.OpenMySQL(ctx, cfg.mysqlDSN, database.Pool{MaxOpen: 2})
 	if err != nil {
 		return err
