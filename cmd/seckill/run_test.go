@@ -395,8 +395,21 @@ func closedAddr(t *testing.T) string {
 // at start, naming the setting and how to start the servers; RedLock with fewer than a quorum
 // of nodes, ZooKeeper with no session and etcd with no lease within the connect timeout.
 func TestServeFailsWithoutItsLockBackend(t *testing.T) {
-	dead := []string{closedAddr(t), closedAddr(t), closedAddr(t)}
+	// The dead addresses are held until all of them and the live nodes have theirs: a port
+	// closed at once may be handed out again, and the same one twice in the list is refused as
+	// a node listed twice, before any PING.
+	var dead []string
+	var held []net.Listener
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		held = append(held, ln)
+		dead = append(dead, ln.Addr().String())
+	}
 	live := []string{miniredis.RunT(t).Addr(), miniredis.RunT(t).Addr()}
+	for _, ln := range held {
+		require.NoError(t, ln.Close())
+	}
 	tests := []struct {
 		name string
 		env  map[string]string
