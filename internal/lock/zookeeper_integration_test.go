@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -622,4 +623,35 @@ func TestZooKeeperTokenIsCzxid(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter never got the lock")
 	}
+}
+
+// TestZooKeeperParentGoneAtEveryCreate: the lock's parent node is gone at every create (the
+// server removes an empty container, or an operator the tree, between the client making the
+// parent and its create). Once its creates are spent the acquisition fails with the server's
+// answer, leaving no node; it must not report success without a node.
+func TestZooKeeperParentGoneAtEveryCreate(t *testing.T) {
+	root := serverTestRoot(t)
+	var c *ZooKeeperClient
+	var creates atomic.Int32
+	c = newZKTestClient(t, root, zkHooks{created: func(p string, err error) (string, error) {
+		creates.Add(1)
+		if err != nil {
+			return p, err
+		}
+		// The server made the node: take it and its parent away, as if the parent had
+		// gone just before the create arrived.
+		if derr := c.conn.Delete(p, -1); derr != nil {
+			return "", derr
+		}
+		if derr := c.conn.Delete(path.Dir(p), -1); derr != nil && !errors.Is(derr, zk.ErrNoNode) {
+			return "", derr
+		}
+		return "", zk.ErrNoNode
+	}})
+	l := NewZooKeeperLocks(c).ZooKeeperLock("parent-gone")
+	ok, err := l.TryLock(testCtx(t), 0)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, zk.ErrNoNode)
+	assert.Equal(t, int32(zkCreateAttempts), creates.Load(), "creates tried")
+	assert.Empty(t, zkChildren(t, c, l.Path()), "nodes left behind")
 }

@@ -126,8 +126,10 @@ func (c *ZooKeeperClient) create(ctx context.Context, parent string, data []byte
 			c.removeCreated(ch, n)
 			return nil, err
 		case errors.Is(err, zk.ErrNoNode):
-			if err = c.ensurePath(ctx, parent); err != nil {
-				return nil, err
+			// err stays the create's: should this have been the last attempt, create
+			// must fail with it, never return no node and no error.
+			if perr := c.ensurePath(ctx, parent); perr != nil {
+				return nil, perr
 			}
 		case errors.Is(err, zk.ErrSessionExpired):
 			// Refused: a new session is on its way, try in it.
