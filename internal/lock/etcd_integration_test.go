@@ -335,3 +335,78 @@ func TestEtcdFrozenServer(t *testing.T) {
 	assert.Greater(t, l.Token(), token)
 	require.NoError(t, l.Unlock(ctx))
 }
+
+// TestEtcdFrozenServerEndsLongWaits: etcd stops answering (SIGSTOP) while a goroutine holds a
+// lock, one waits for it in the queue and one starts to queue, each with a context that
+// outlasts the freeze. The client declares its lease lost within 2/3 of its TTL without a
+// renewal answered; from then on no call of theirs may go on waiting for etcd. The waiters
+// end with errEtcdNoLease (no lease to queue again with) and the holder's Unlock with an
+// error, all while etcd is still frozen, instead of hanging until their contexts end (a
+// context without deadline: for as long as etcd is frozen).
+func TestEtcdFrozenServerEndsLongWaits(t *testing.T) {
+	const ttl = 3 * time.Second
+	srv := testenv.StartEtcd(t)
+	prefix := serverTestRoot(t)
+	watching := make(chan struct{}, 1)
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, err := newEtcdClient(cctx, []string{srv.Addr}, EtcdOptions{LeaseTTL: ttl, Prefix: prefix},
+		etcdHooks{watching: func(string, string) {
+			select {
+			case watching <- struct{}{}:
+			default:
+			}
+		}})
+	cancel()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // outlasts the test
+	t.Cleanup(cancel)
+	t.Cleanup(srv.Thaw) // first: Close revokes the lease, and the calls cut short end
+	locks := NewEtcdLocks(c)
+
+	unlock, unlocked := make(chan struct{}), make(chan error, 1)
+	held := make(chan struct{})
+	go func() { // the holder: the goroutine that locks unlocks
+		l := locks.EtcdLock("u1")
+		if !assert.NoError(t, l.Lock(ctx)) {
+			close(held)
+			unlocked <- nil
+			return
+		}
+		close(held)
+		<-unlock
+		unlocked <- l.Unlock(ctx)
+	}()
+	<-held
+	queued := make(chan error, 1)
+	go func() { queued <- locks.EtcdLock("u1").Lock(ctx) }()
+	<-watching // the waiter is queued behind the holder
+
+	srv.Freeze()
+	frozen := time.Now()
+	late := make(chan error, 1)
+	go func() { late <- locks.EtcdLock("u1").Lock(ctx) }() // its put waits for etcd
+	close(unlock)                                          // so does the delete
+
+	// Each within the lease of the freeze (2/3 of it, and a request's round of cleanup).
+	bound := time.After(ttl + etcdCleanupTimeout)
+	for _, w := range []struct {
+		what string
+		ch   <-chan error
+		want error
+	}{{"the waiter queued before the freeze", queued, errEtcdNoLease},
+		{"the waiter that queued during it", late, errEtcdNoLease},
+		{"the holder's Unlock", unlocked, nil}} {
+		select {
+		case err := <-w.ch:
+			if w.want != nil {
+				assert.ErrorIs(t, err, w.want, w.what)
+			} else {
+				assert.Error(t, err, w.what)
+			}
+			t.Logf("%s: after %s: %v", w.what, time.Since(frozen).Round(time.Millisecond), err)
+		case <-bound:
+			t.Fatalf("%s still waits for the frozen etcd %s after the freeze", w.what, time.Since(frozen).Round(time.Millisecond))
+		}
+	}
+}

@@ -53,9 +53,37 @@ type EtcdLock struct{ queueLock }
 // Prefix returns the lock's key prefix, ending in "/".
 func (l *EtcdLock) Prefix() string { return l.at }
 
-// drop deletes the key of a hold just released (queueClient).
+// errEtcdLeaseLost is Unlock's report that the lease was lost before etcd answered the
+// delete: the key goes with the lease.
+var errEtcdLeaseLost = errors.New("lock: etcd lease lost before the key was deleted; it goes with the lease")
+
+// drop deletes the key of a hold just released (queueClient), no longer than the lease lives.
 func (c *EtcdClient) drop(ctx context.Context, h *sessionHold) (bool, error) {
-	return c.remove(ctx, h.at, h.token)
+	_, lost, _ := c.holds.current()
+	rctx, stop := untilLost(ctx, lost)
+	defer stop()
+	gone, err := c.remove(rctx, h.at, h.token)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errEtcdRequeue) {
+		err = errEtcdLeaseLost
+	}
+	return gone, err
+}
+
+// untilLost returns a context that ends with ctx, or with cause errEtcdRequeue when lost
+// closes, and the function that releases it. The calls of an acquisition or a release go
+// through it, so none outlasts the lease it is made under: a client whose renewals go
+// unanswered declares the lease lost within 2/3 of its TTL, and a call to an etcd that does
+// not answer would otherwise wait as long as ctx, for ever with a context without deadline.
+func untilLost(ctx context.Context, lost <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-lost:
+			cancel(errEtcdRequeue)
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
 }
 
 // acquire takes the lock whose keys live under queue for owner me (see TryLockWait).
@@ -77,14 +105,16 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 		if err := c.awaitCleanup(ctx, key); err != nil {
 			return false, err
 		}
-		rev, first, err := c.enqueue(ctx, queue, key, me, lease)
+		actx, stop := untilLost(ctx, lost)
+		rev, first, err := c.enqueue(actx, queue, key, me, lease)
 		if err == nil {
 			got := first
 			if !got && wait != 0 {
-				got, err = c.wait(ctx, queue, key, rev, deadline, lost)
+				got, err = c.wait(actx, queue, key, rev, deadline, lost)
 			}
 			if got {
 				if c.holds.register(hk, key, rev, epoch) {
+					stop()
 					return true, nil
 				}
 				err = errEtcdRequeue
@@ -92,13 +122,18 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 		}
 		switch {
 		case rev != 0:
-			_, _ = c.remove(ctx, key, rev) // failing, it goes on in the background
+			// Once the lease is lost actx has ended: the delete goes on in the background.
+			_, _ = c.remove(actx, key, rev) // failing, it goes on in the background
 		case err != nil && !errors.Is(err, errEtcdRequeue):
 			// The put may have been done all the same, its reply lost, or may reach etcd yet:
 			// a key this owner does not know it has would head the queue for as long as the
 			// lease lives.
 			c.cleanupLater(key, 0, lease)
 		}
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), errEtcdRequeue) {
+			err = errEtcdRequeue // the lease was lost: its calls were cut short
+		}
+		stop()
 		if !errors.Is(err, errEtcdRequeue) || wait == 0 || (!deadline.IsZero() && time.Now().After(deadline)) {
 			return false, err
 		}

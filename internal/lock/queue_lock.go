@@ -42,8 +42,9 @@ func (l *queueLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 // TryLockWait takes the lock for the calling goroutine, waiting in the queue: wait == 0
 // tries once, wait > 0 waits up to wait, wait < 0 until ctx ends. lease is ignored (see
 // TryLock). A waiter whose session or lease is lost queues again. Every call to the service
-// is bounded by ctx; a node or key left by an attempt that failed or gave up is deleted, in
-// the background when ctx has ended.
+// is bounded by ctx, and by the session (ZooKeeper: its timeout) or lease (etcd: until the
+// client declares it lost); a node or key left by an attempt that failed or gave up is
+// deleted, in the background when ctx has ended.
 //
 // TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
 // returns ctx's error when ctx ended first, and an error when the service could not be asked.
