@@ -83,6 +83,9 @@ type zkHooks struct {
 	woke func(node string, ev zk.Event)
 	// sessionEvent sees each session event before the client records it.
 	sessionEvent func(state zk.State)
+	// removing reports a background delete of a node being started (its path, "" while
+	// only its GUID is known).
+	removing func(path, guid string)
 }
 
 // NewZooKeeperClient connects to the ZooKeeper ensemble at addrs (host:port) and waits until

@@ -428,12 +428,14 @@ func TestZooKeeperSessionExpiry(t *testing.T) {
 }
 
 // zkTap dials the server for a client, reads the session id and password out of each
-// connect reply, and can refuse new connections (a partition as the client sees it).
+// connect reply, and can refuse new connections and cut the one open (a partition as the
+// client sees it).
 type zkTap struct {
 	mu      sync.Mutex
 	id      int64
 	passwd  []byte
 	refused bool
+	conns   []net.Conn
 }
 
 func (p *zkTap) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
@@ -447,6 +449,9 @@ func (p *zkTap) dial(network, addr string, timeout time.Duration) (net.Conn, err
 	if err != nil {
 		return nil, err
 	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c)
+	p.mu.Unlock()
 	return &zkTapConn{Conn: c, tap: p}, nil
 }
 
@@ -454,6 +459,16 @@ func (p *zkTap) partition(on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refused = on
+}
+
+// cut closes the connections made so far: with partition(true), the client is cut off.
+func (p *zkTap) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
 }
 
 func (p *zkTap) session(t *testing.T) (int64, []byte) {
@@ -654,4 +669,39 @@ func TestZooKeeperParentGoneAtEveryCreate(t *testing.T) {
 	assert.ErrorIs(t, err, zk.ErrNoNode)
 	assert.Equal(t, int32(zkCreateAttempts), creates.Load(), "creates tried")
 	assert.Empty(t, zkChildren(t, c, l.Path()), "nodes left behind")
+}
+
+// TestZooKeeperOutageLeavesNoSearch: with the client cut off from the server, go-zookeeper
+// fails the create it could not send with ErrNoServer. The server never saw it, so there is
+// no node to look for: the acquisition fails at once with that error, and leaves no
+// background search for its GUID polling the server until it is back (one per acquisition
+// tried during the outage, then a Sync and a listing each when it ends).
+func TestZooKeeperOutageLeavesNoSearch(t *testing.T) {
+	root := serverTestRoot(t)
+	tap := &zkTap{}
+	var searches atomic.Int32
+	disconnected := make(chan struct{}, 1)
+	c := newZKTestClient(t, root, zkHooks{dial: tap.dial, removing: func(string, string) { searches.Add(1) },
+		sessionEvent: func(state zk.State) {
+			if state == zk.StateDisconnected {
+				select {
+				case disconnected <- struct{}{}:
+				default:
+				}
+			}
+		}})
+	t.Cleanup(func() { tap.partition(false) })
+	l := NewZooKeeperLocks(c).ZooKeeperLock("outage")
+	zkTake(t, l) // the parent exists: the create is what fails
+	require.NoError(t, l.Unlock(context.Background()))
+
+	tap.partition(true)
+	tap.cut()
+	<-disconnected // from now on requests wait for a connection, which never comes
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok, err := l.TryLock(ctx, 0)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, zk.ErrNoServer)
+	assert.Zero(t, searches.Load(), "background searches for a node never sent")
 }

@@ -84,10 +84,13 @@ func zkCall[T any](ctx context.Context, c *ZooKeeperClient, op func() (T, error)
 
 // zkMaybeDone reports whether a failed create may have been done by the server all the
 // same: every error but the server's own refusals (the reply of one that was done is lost
-// when the connection drops before it arrives).
+// when the connection drops before it arrives) and go-zookeeper's ErrNoServer, which it
+// gives only to requests it never sent (it drops them while it finds no server to connect
+// to: a search for their node would poll a server that is not there, until it is back).
 func zkMaybeDone(err error) bool {
 	for _, refused := range []error{zk.ErrNoNode, zk.ErrNodeExists, zk.ErrNoAuth, zk.ErrInvalidACL,
-		zk.ErrBadArguments, zk.ErrInvalidFlags, zk.ErrNoChildrenForEphemerals, zk.ErrSessionExpired, ErrClosed} {
+		zk.ErrBadArguments, zk.ErrInvalidFlags, zk.ErrNoChildrenForEphemerals, zk.ErrSessionExpired,
+		zk.ErrNoServer, ErrClosed} {
 		if errors.Is(err, refused) {
 			return false
 		}
@@ -240,6 +243,9 @@ func (c *ZooKeeperClient) remove(ctx context.Context, n *zkNode) (gone bool, err
 // removeCreated waits, in the background, for a create the caller stopped waiting for, and
 // deletes the node it made.
 func (c *ZooKeeperClient) removeCreated(ch <-chan zkResult[zkCreated], n *zkNode) {
+	if c.hooks.removing != nil {
+		c.hooks.removing(n.path, n.guid)
+	}
 	c.spawn(func() {
 		var r zkResult[zkCreated]
 		select {
@@ -258,6 +264,9 @@ func (c *ZooKeeperClient) removeCreated(ch <-chan zkResult[zkCreated], n *zkNode
 
 // removeLater deletes n in the background.
 func (c *ZooKeeperClient) removeLater(n *zkNode) {
+	if c.hooks.removing != nil {
+		c.hooks.removing(n.path, n.guid)
+	}
 	c.spawn(func() { c.removeNow(n) })
 }
 
