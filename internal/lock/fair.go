@@ -24,7 +24,10 @@ import (
 // When the lock is handed over, the new holder's lease is its own (fixed) lease, or for a
 // watchdog waiter the shorter of the watchdog lease and WaiterTimeout, renewed at once (and
 // the watchdog's first deadline is that shorter lease's end): a waiter that died just before
-// its turn blocks the lock for at most that long.
+// its turn blocks the lock for at most that long. The new holder counts that lease from a
+// moment it knows came before the release, never from when it heard of the handover, and
+// asks Redis once (which sets the lease again) when that may leave it less than two thirds
+// of the lease.
 type FairLock struct {
 	hashLock
 }
@@ -65,7 +68,11 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	ticket := strconv.FormatUint(l.c.waits.Add(1), 10)
 	direct := false // taken by an attempt that set our own lease, not handed over
 	var token int64
-	var sent time.Time // of the last attempt, or when a handover was heard of
+	// sent is when the lease we hold was set, at the earliest: the send of the attempt that
+	// set it, or for a handover the later of our last attempt's send (that attempt ran in
+	// Redis before the handover, or it would have found the lock ours) and the release's
+	// send, when a releaser of this process woke us.
+	var sent time.Time
 	k := contender{
 		channel: l.channel,
 		owner:   me + "/" + ticket,
@@ -89,8 +96,25 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			direct = n > 0 && mode != retryQueued
 			return n, ttl, err
 		},
-		// The handover's lease runs from the release, just before its message or wake-up.
-		handed: func(tok int64) { token, direct, sent = tok, false, time.Now() },
+		// The handover set the lease in Redis at some moment between our last attempt
+		// and its message or wake-up, which may have been on its way for any time: count
+		// from the earliest moment it may have been. A message reaching us more than a
+		// third of the grant lease after our last attempt (a waiter sleeps up to
+		// WaiterTimeout/3, or the holder's lease) may leave too little of the lease to
+		// count on, and a lease timer or watchdog started on a lease that may have run out
+		// would report the hold lost at once: ask Redis (the retry), which confirms the
+		// lock is ours and sets the grant lease again, one round trip.
+		handed: func(tok int64, released time.Time) bool {
+			from := sent
+			if released.After(from) {
+				from = released
+			}
+			if time.Since(from) > grantLease/3 {
+				return false
+			}
+			token, direct, sent = tok, false, from
+			return true
+		},
 		leave: func(ctx context.Context, cause error) (int64, error) {
 			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me).Int64()
 			if err != nil {
@@ -123,7 +147,8 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	if err != nil || n == 0 {
 		return false, err
 	}
-	first, expires := t.lease/3, sent.Add(t.lease)
+	// The first renewal comes a third of a lease after the lease was set, not after now.
+	first, expires := max(time.Until(sent.Add(t.lease/3)), 0), sent.Add(t.lease)
 	if !direct && grantLease < t.lease {
 		// A handover may have set the shorter grant lease: renew at once, and count that
 		// lease, not the watchdog's, as the first deadline.

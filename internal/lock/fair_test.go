@@ -71,7 +71,7 @@ func TestFairLockIgnoresAStaleHandover(t *testing.T) {
 			case "message":
 				b.c.sub.deliver(channel, msg.Payload)
 			case "local":
-				b.c.sub.wakeLocal(channel, handedTo)
+				b.c.sub.wakeLocal(channel, handedTo, time.Now())
 			}
 			// Wake every waiter as a reconnect does: a waiter that ignored the stale
 			// handover tries again, finds the lock held, and sleeps again.

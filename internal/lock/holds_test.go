@@ -318,25 +318,7 @@ type queuedGoroutine struct {
 func queueLocally(t *testing.T, ctx context.Context, p proc, name string, lease time.Duration) *queuedGoroutine {
 	t.Helper()
 	g := &queuedGoroutine{taken: make(chan error, 1), check: make(chan struct{}), open: make(chan bool, 1)}
-	go func() {
-		l := p.r.Obtain(name)
-		ok, err := l.TryLockWait(ctx, -1, lease)
-		if err == nil && !ok {
-			err = errors.New("not taken")
-		}
-		g.taken <- err
-		if err != nil {
-			return
-		}
-		<-g.check
-		select {
-		case <-l.Lost():
-			g.open <- false
-		default:
-			g.open <- true
-		}
-		_ = l.Unlock(ctx) // ErrLockLost when it was lost
-	}()
+	go g.hold(ctx, p.r.Obtain(name), lease, func() {})
 	eventually(t, "a goroutine queued locally", func() bool {
 		e := p.r.lookup(name)
 		if e == nil {
@@ -347,6 +329,41 @@ func queueLocally(t *testing.T, ctx context.Context, p proc, name string, lease 
 		return len(e.waiters) == 1
 	})
 	return g
+}
+
+// hold is the goroutine's body: it waits for l with a fixed lease, calls took if it took it,
+// reports the outcome, and, when checked, whether Lost() was open; then it unlocks.
+func (g *queuedGoroutine) hold(ctx context.Context, l waitLock, lease time.Duration, took func()) {
+	ok, err := l.TryLockWait(ctx, -1, lease)
+	if err == nil && !ok {
+		err = errors.New("not taken")
+	}
+	if err == nil {
+		took()
+	}
+	g.taken <- err
+	if err != nil {
+		return
+	}
+	<-g.check
+	select {
+	case <-l.Lost():
+		g.open <- false
+	default:
+		g.open <- true
+	}
+	_ = l.Unlock(ctx) // ErrNotHeld (ErrLockLost) when it was lost
+}
+
+// requireLostIfTaken tries other, the same lock in another process, and fails t if it takes
+// the lock while the goroutine, which holds it, has Lost() open.
+func (g *queuedGoroutine) requireLostIfTaken(t *testing.T, ctx context.Context, other waitLock) {
+	t.Helper()
+	ok, err := other.TryLock(ctx, 30*time.Second)
+	require.NoError(t, err)
+	if open := g.lostOpen(); ok && open {
+		t.Fatal("another process holds the lock while the goroutine that was handed it has Lost() open")
+	}
 }
 
 // holds fails t unless the goroutine took the lock.
@@ -416,9 +433,133 @@ func TestLocalHandoffWaitsForTheRenewalInFlight(t *testing.T) {
 	next.holds(t)
 	<-renewed // landed, before the extension or after it
 	srv.Mini.FastForward(2 * watchLease)
-	ok, err = b.r.Obtain(name).TryLock(ctx, 30*time.Second)
-	require.NoError(t, err)
-	if open := next.lostOpen(); ok && open {
-		t.Fatal("another process holds the lock while the goroutine handed it locally has Lost() open")
+	next.requireLostIfTaken(t, ctx, b.r.Obtain(name))
+}
+
+// TestFairHandoverCountsFromTheRelease: a FairLock waiter with a fixed lease is handed the
+// lock, and the handover reaches it a lease late (its message, or the wake-up of a releaser
+// of its process, waited while the waiter was not scheduled): the lease the handover set in
+// Redis has run out by then. The new holder must not count a whole lease from when it heard:
+// if another process can take the lock, its Lost() must be closed. It timed the lease from
+// the wake-up, and Lost() stayed open a lease after the key had expired.
+func TestFairHandoverCountsFromTheRelease(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	forEachHandover(t, lease, func(t *testing.T, ctx context.Context, srv testenv.Redis, holder *namedFairLock, waiter *asleepWaiter) {
+		require.NoError(t, holder.Unlock(ctx)) // hands the lock over with lease
+		waiter.woken(t)
+		time.Sleep(lease) // the waiter hears of it a lease late, as Redis sees it
+		srv.Mini.FastForward(lease)
+		waiter.resume()
+		waiter.holds(t)
+		waiter.requireLostIfTaken(t, ctx, newProc(t, srv, Options{}).c.FairLock(holder.name))
+	})
+}
+
+// TestFairHandoverKeepsItsLease: the other side of TestFairHandoverCountsFromTheRelease. A
+// waiter whose last attempt was long ago (the holder worked for most of the waiter's lease)
+// is handed the lock at once; its deadline must still be a whole lease after the release,
+// not what is left of a lease counted from its last attempt (which would report a healthy
+// hold lost early). A local wake-up says when the release was sent; a message does not, and
+// the waiter confirms the handover with Redis.
+func TestFairHandoverKeepsItsLease(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	forEachHandover(t, lease, func(t *testing.T, ctx context.Context, _ testenv.Redis, holder *namedFairLock, waiter *asleepWaiter) {
+		waiter.resume() // asleep until the handover
+		time.Sleep(2 * lease / 3)
+
+		released := time.Now()
+		require.NoError(t, holder.Unlock(ctx))
+		waiter.holds(t)
+		expires := <-waiter.expires
+		assert.False(t, expires.Before(released.Add(lease)),
+			"the handed-over holder's lease ends %s after the release, want %s (zero: lost at once)", expires.Sub(released), lease)
+		waiter.lostOpen()
+	})
+}
+
+// forEachHandover runs f, for a handover by wake-up ("local") and by message, on an embedded
+// Redis of its own where a process holds a FairLock (holder, with a 30 s lease) and a
+// waiter for it with lease is asleep (see fairWaiter): a goroutine of the holder's process,
+// or of another.
+func forEachHandover(t *testing.T, lease time.Duration, f func(t *testing.T, ctx context.Context, srv testenv.Redis, holder *namedFairLock, waiter *asleepWaiter)) {
+	for _, via := range []string{"local", "message"} {
+		t.Run(via, func(t *testing.T) {
+			ctx := testCtx(t)
+			srv, holder, waiter := fairHandover(t, ctx, via, lease)
+			f(t, ctx, srv, holder, waiter)
+		})
 	}
 }
+
+func fairHandover(t *testing.T, ctx context.Context, via string, lease time.Duration) (testenv.Redis, *namedFairLock, *asleepWaiter) {
+	t.Helper()
+	srv := testenv.EmbeddedRedis(t)
+	a := newProc(t, srv, Options{})
+	w := a
+	if via == "message" {
+		w = newProc(t, srv, Options{})
+	}
+	name := testenv.Unique("fairhandover-")
+	holder := &namedFairLock{FairLock: a.c.FairLock(name), name: name}
+	take(t, holder, 30*time.Second)
+	return srv, holder, fairWaiter(t, ctx, w, name, lease)
+}
+
+// namedFairLock is a FairLock with its name.
+type namedFairLock struct {
+	*FairLock
+	name string
+}
+
+// asleepWaiter is a goroutine waiting for a FairLock with a fixed lease (see fairWaiter).
+type asleepWaiter struct {
+	queuedGoroutine
+	w       *waiter        // its waiter on the subscription
+	gate    chan struct{}  // closed: go on from the sleep's start
+	expires chan time.Time // when its hold's lease timer runs out
+}
+
+// fairWaiter starts a goroutine of p that waits for the FairLock name with a fixed lease, and
+// returns once it has queued and is about to sleep. It sleeps only when resumed: a wake-up
+// that comes before waits for resume, as if the goroutine were not scheduled.
+func fairWaiter(t *testing.T, ctx context.Context, p proc, name string, lease time.Duration) *asleepWaiter {
+	t.Helper()
+	g := &asleepWaiter{
+		queuedGoroutine: queuedGoroutine{taken: make(chan error, 1), check: make(chan struct{}), open: make(chan bool, 1)},
+		gate:            make(chan struct{}), expires: make(chan time.Time, 1),
+	}
+	l := p.c.FairLock(name)
+	var once atomic.Bool
+	asleep := make(chan *waiter, 1)
+	p.c.hooks.waiting = func(channel string) {
+		if channel == l.channel && once.CompareAndSwap(false, true) {
+			p.c.sub.mu.Lock()
+			ws := p.c.sub.chans[channel].waiters
+			asleep <- ws[len(ws)-1]
+			p.c.sub.mu.Unlock()
+			<-g.gate
+		}
+	}
+	go g.hold(ctx, l, lease, func() {
+		var expires time.Time // zero: reported lost already
+		if h := l.c.holds.get(l.key, owner(p.c.Process())); h != nil {
+			expires = h.expires
+		}
+		g.expires <- expires
+	})
+	select {
+	case g.w = <-asleep:
+	case err := <-g.taken:
+		t.Fatalf("the waiter returned (%v) before it slept", err)
+	}
+	return g
+}
+
+// woken waits until the goroutine has a wake-up pending.
+func (g *asleepWaiter) woken(t *testing.T) {
+	t.Helper()
+	eventually(t, "the handover's wake-up", func() bool { return len(g.w.wake) == 1 })
+}
+
+// resume lets the goroutine sleep, or take the wake-up that came meanwhile.
+func (g *asleepWaiter) resume() { close(g.gate) }

@@ -58,6 +58,10 @@ type waiter struct {
 type wakeup struct {
 	payload string
 	source  wakeSource
+	// released is when a releaser of this process sent its release (byLocal only): a lease
+	// the release set for a handover runs from then or later. A message carries no such
+	// time: the waiter cannot tell how long it was on its way.
+	released time.Time
 }
 
 type wakeSource uint8
@@ -256,16 +260,17 @@ func (s *subscriber) deliver(channel, payload string) {
 	if st == nil || (from != "" && from == s.process) {
 		return
 	}
-	st.signal(wakeup{holder, byMessage})
+	st.signal(wakeup{payload: holder, source: byMessage})
 }
 
 // wakeLocal is what a message would do, done by a releaser of this process as soon as its
-// release returns, a message's trip through Redis and the subscription earlier.
-func (s *subscriber) wakeLocal(channel, payload string) {
+// release returns, a message's trip through Redis and the subscription earlier. released is
+// when the release was sent.
+func (s *subscriber) wakeLocal(channel, payload string, released time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.chans[channel]; st != nil {
-		st.signal(wakeup{payload, byLocal})
+		st.signal(wakeup{payload: payload, source: byLocal, released: released})
 	}
 }
 

@@ -134,17 +134,18 @@ func grantReply(v []int64) (n int64, ttl time.Duration, token int64, err error) 
 func (l *hashLock) Unlock(ctx context.Context) error {
 	me := owner(l.c.opts.Process)
 	channel := l.channel
+	sent := time.Now() // a handover's lease runs from no earlier
 	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.processArg, fenceTTLArg).Result()
 	if err != nil {
 		// It may have been released: let local waiters look rather than sleep through a
 		// message this process ignores as its own.
-		l.c.sub.wakeLocal(channel, "")
+		l.c.sub.wakeLocal(channel, "", sent)
 		return fmt.Errorf("unlock %s: %w", l.key, err)
 	}
 	switch v := v.(type) {
 	case string: // released and handed to the owner v
 		l.c.holds.finish(l.key, me, false)
-		l.c.sub.wakeLocal(channel, v)
+		l.c.sub.wakeLocal(channel, v, sent)
 	case int64:
 		switch {
 		case v < 0:
@@ -152,7 +153,7 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 			return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
 		case v == 0:
 			l.c.holds.finish(l.key, me, false)
-			l.c.sub.wakeLocal(channel, "")
+			l.c.sub.wakeLocal(channel, "", sent)
 		}
 	default:
 		return fmt.Errorf("unlock %s: unexpected reply %v", l.key, v)
@@ -165,16 +166,17 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 // there (a FairLock's hands it to the next waiter), and waiters of this process are woken as
 // by Unlock. Errors are dropped: the lease ends such a hold anyway.
 func (l *hashLock) releaseLost(ctx context.Context, me string) {
+	sent := time.Now()
 	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.processArg, fenceTTLArg).Result()
 	if err != nil {
 		return
 	}
 	switch v := v.(type) {
 	case string:
-		l.c.sub.wakeLocal(l.channel, v)
+		l.c.sub.wakeLocal(l.channel, v, sent)
 	case int64:
 		if v == 0 {
-			l.c.sub.wakeLocal(l.channel, "")
+			l.c.sub.wakeLocal(l.channel, "", sent)
 		}
 	}
 }

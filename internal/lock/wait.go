@@ -31,8 +31,11 @@ type contender struct {
 	// when the lock had been handed to the caller meanwhile and the caller keeps it.
 	leave func(ctx context.Context, cause error) (int64, error)
 	// handed, when set, takes the fencing token of a handover to this caller (owner set),
-	// which acquire reports as a hold without asking Redis again.
-	handed func(token int64)
+	// which acquire reports as a hold without asking Redis again; released is when a
+	// releaser of this process sent the release (zero for a message). handed reports false
+	// when the caller cannot count on the handover's lease without asking Redis: the retry
+	// that follows finds the lock its own and sets the lease again.
+	handed func(token int64, released time.Time) bool
 	// refresh, when positive, caps each sleep: the caller must try again that often to keep
 	// its place (FairLock's heartbeat).
 	refresh time.Duration
@@ -153,12 +156,12 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 			c.stats.count(u.source)
 			if k.owner != "" {
 				if wait, token := splitHandover(u.payload); wait == k.owner {
-					if k.handed != nil && token > 0 {
-						k.handed(token)
+					if k.handed != nil && token > 0 && k.handed(token, u.released) {
 						return 1, nil // handed over: the release made us the holder
 					}
-					// Handed over, but the message does not say with which token: the
-					// retry below finds the lock ours and reads it.
+					// Handed over, but the message does not say with which token, or the
+					// lease the handover set may be mostly gone: the retry below finds
+					// the lock ours, reads the token and sets the lease again.
 				}
 			}
 		case <-ready:
