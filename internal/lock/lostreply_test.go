@@ -80,3 +80,44 @@ func TestLostAcquireReplyReleased(t *testing.T) {
 		assert.False(t, ok, "the hold before the lost re-entry is kept")
 	})
 }
+
+// TestLateRenewalNeverShortensTheLease: a LocalRemoteLock holder's watchdog (a short lease)
+// sends a renewal whose reply is lost; the holder unlocks and hands the lock to a goroutine
+// that waits with a long fixed lease, extending the key to it; then the lost renewal lands
+// (a request that was on its way all along). It must not cut the key back to the watchdog's
+// lease: the next holder counts on the extension, and another process would take the lock
+// while its Lost() is open. The extension script reset the lease to whatever it was given.
+func TestLateRenewalNeverShortensTheLease(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	ctx := testCtx(t)
+	const watchLease, fixedLease = 300 * time.Millisecond, 30 * time.Second
+	require.NoError(t, registryExtendScript.Load(ctx, srv.Client).Err()) // EVALSHA replays
+	var armed atomic.Bool
+	held := make(chan []any, 1) // the renewal on its way: its command
+	a := newHookedProc(t, srv, hook(func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			args := cmd.Args()
+			if cmd.Name() == "evalsha" && len(args) == 6 && args[1] == registryExtendScript.Hash() &&
+				args[5] == watchLease.Milliseconds() && armed.CompareAndSwap(true, false) {
+				held <- args
+				cmd.SetErr(errScriptReplyLost)
+				return errScriptReplyLost
+			}
+			return next(ctx, cmd)
+		}
+	}), Options{})
+	name := testenv.Unique("laterenew-")
+	first := a.r.Obtain(name)
+	armed.Store(true)
+	ok, err := first.TryLock(ctx, watchLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	renewal := <-held // the watchdog saw a lost reply and goes on renewing
+
+	next := queueLocally(t, ctx, a, name, fixedLease)
+	require.NoError(t, first.Unlock(ctx)) // hands over, extending the key to fixedLease
+	next.holds(t)
+	require.NoError(t, srv.Client.Do(ctx, renewal...).Err()) // the renewal lands
+	srv.Mini.FastForward(2 * watchLease)
+	next.requireLostIfTaken(t, ctx, newProc(t, srv, Options{}).r.Obtain(name))
+}

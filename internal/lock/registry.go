@@ -20,7 +20,10 @@ var ErrLockLost = fmt.Errorf("lock: released in the store due to expiration, the
 // checks the remote lock is still the process's and extends its lease (one round trip, the
 // same that a release costs) and hands it, with the local lock, to the next local goroutine,
 // which starts work at once and holds what is left of that extension's lease, counted from
-// when the extension was sent (its watchdog, if any, renews it from there). After
+// when the extension was sent (its watchdog, if any, renews it from there). An extension or
+// renewal lengthens the key's lease and never shortens it: a holder that waited with a
+// shorter lease than its predecessor's leaves the key the longer one (should its process
+// die, other processes wait that much longer). After
 // LocalHandoffs such handoffs in a row the remote lock is released, so other processes get
 // their turn; Options.LocalHandoffs < 0 disables handoffs.
 //
@@ -84,8 +87,9 @@ type entry struct {
 	// The remote lease as the process last set it: when the request that set it was sent,
 	// and how long. The holder's goroutine (obtaining, extending at a handoff) and its
 	// watchdog (renewing) both set it, each request under leaseMu, so the last recorded is
-	// the last to take effect, and a holder's deadline, leaseSet+extended, is never later
-	// than the key's expiry in Redis.
+	// the last to take effect; a request whose reply was lost may still land later, but the
+	// extension script only lengthens the lease. So a holder's deadline, leaseSet+extended,
+	// is never later than the key's expiry in Redis.
 	leaseMu  sync.Mutex
 	leaseSet time.Time
 	extended time.Duration
@@ -430,7 +434,8 @@ func (e *entry) extend(ctx context.Context, c *Client, lease time.Duration, h *h
 	return kept, err
 }
 
-// extendRemote resets the lease of rk's key if the process still holds it.
+// extendRemote makes the lease of rk's key run at least lease from now if the process still
+// holds it (registry_extend.lua never shortens it).
 func (c *Client) extendRemote(ctx context.Context, rk *remote, lease time.Duration) (bool, error) {
 	v, err := registryExtendScript.Run(ctx, c.rdb, rk.releaseKeys[:1], c.processArg, lease.Milliseconds()).Int64()
 	if err != nil {
