@@ -43,9 +43,14 @@ func (l *ReentrantLock) TryLock(ctx context.Context, lease time.Duration) (bool,
 // lease > 0 is a fixed lease; lease < 0 asks for the watchdog with Options.WatchdogLease.
 // Re-entry by the holder succeeds at once and may lengthen the lease, never shorten it.
 //
+// A wait > 0 bounds the call even when ctx has no deadline: every attempt runs on a context
+// that ends half a second after the wait, so TryLockWait returns within about a second of
+// wait when Redis hangs (for a go-redis client with ContextTimeoutEnabled; without it, its
+// ReadTimeout ends a call that was sent).
+//
 // TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
 // returns ctx's error when ctx ended first, ErrInvalidTTL for a lease of zero or under a
-// millisecond, and an error when Redis could not be asked.
+// millisecond, and an error when Redis could not be asked or did not answer in that bound.
 func (l *ReentrantLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	return l.c.tryWait(ctx, wait, lease, l.tryLock)
 }

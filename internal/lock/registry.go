@@ -135,9 +135,12 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		l.r.unref(e)
 		return false, err
 	}
+	// What follows asks Redis: bounded by the wait too, even when the local wait used it up.
+	rctx, cancel := waitBound(ctx, start, wait)
+	defer cancel()
 	if _, lease := e.lease(); e.remoteHeld && lease != t.lease {
 		// Handed over with another waiter's lease (that one gave up): set ours.
-		if kept, err := e.extend(ctx, c, t.lease, nil); err != nil || !kept {
+		if kept, err := e.extend(rctx, c, t.lease, nil); err != nil || !kept {
 			e.dropRemote()
 		}
 	}
@@ -146,7 +149,7 @@ func (l *LocalRemoteLock) tryLock(ctx context.Context, wait time.Duration, t hol
 		if wait > 0 {
 			left = max(wait-time.Since(start), 0)
 		}
-		n, err := c.acquire(ctx, left, contender{channel: e.channel, try: e.obtain(c, t.lease),
+		n, err := c.acquire(rctx, left, contender{channel: e.channel, try: e.obtain(c, t.lease),
 			// The remote key was not the process's (remoteHeld was false) and only this
 			// goroutine, holding the local lock, asks for it: after a failed attempt, a key
 			// of the process's is that attempt's.

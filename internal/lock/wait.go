@@ -58,23 +58,43 @@ func (k *contender) attempt(ctx context.Context, mode tryMode) (int64, time.Dura
 	return n, ttl, err
 }
 
+// waitOverrun is how long past the end of a wait (TryLockWait with wait > 0) its attempts may
+// run: the last one starts as the wait runs out (the lock may be free by then) and needs a
+// round trip. Every attempt of the wait runs on a context that ends then, so a Redis that
+// hangs holds the caller for wait, waitOverrun and a cleanup (cleanupTimeout) at most, not
+// until the client's read timeout or for ever.
+const waitOverrun = 500 * time.Millisecond
+
+// waitBound returns ctx bounded, when wait > 0, by the end of a wait that began at start and
+// waitOverrun more (see waitOverrun), and its cancel.
+func waitBound(ctx context.Context, start time.Time, wait time.Duration) (context.Context, context.CancelFunc) {
+	if wait <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, start.Add(wait+waitOverrun))
+}
+
 // acquire runs Redisson's tryLock(waitTime) loop: try; if that fails and wait allows, join
 // the lock's channel on the shared subscription and sleep until a release message, the
 // lock's remaining lease, the end of wait or the end of ctx, whichever comes first; try
-// again. wait == 0 tries once, wait < 0 waits as long as ctx allows. It returns the hold
-// count, or 0 when the lock was not taken; a wait running out is not an error.
+// again. wait == 0 tries once, wait < 0 waits as long as ctx allows; wait > 0 bounds every
+// attempt too (waitOverrun), and an attempt cut short by it is an error, as one Redis did
+// not answer. It returns the hold count, or 0 when the lock was not taken; a wait running
+// out is not an error.
 func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (int64, error) {
 	if c.closed.Load() {
 		return 0, ErrClosed
 	}
 	start := time.Now()
+	actx, cancel := waitBound(ctx, start, wait) // the attempts'
+	defer cancel()
 	mode := tryOnce
 	var w *waiter
 	if wait != 0 {
 		mode = tryAndQueue
 		w = c.sub.registerHot(k.channel, k.owner)
 	}
-	n, ttl, err := k.attempt(ctx, mode)
+	n, ttl, err := k.attempt(actx, mode)
 	if err != nil || n > 0 || wait == 0 {
 		if w != nil {
 			c.sub.unregister(w)
@@ -89,7 +109,10 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 		if k.leave == nil {
 			return 0, cause
 		}
-		n, err := k.leave(context.WithoutCancel(ctx), cause)
+		// Bounded as a cleanup: the wait is over, and Redis may be what made it run out.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		n, err := k.leave(lctx, cause)
 		if err != nil {
 			return 0, errors.Join(cause, err)
 		}
@@ -129,7 +152,7 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 
 	for {
 		if retry {
-			n, ttl, err = k.attempt(ctx, retryQueued)
+			n, ttl, err = k.attempt(actx, retryQueued)
 			if err != nil || n > 0 {
 				return n, err
 			}
