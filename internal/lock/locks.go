@@ -1,7 +1,5 @@
 package lock
 
-import "time"
-
 // The families a service picks its guard from. Each is made by its NewXxxLocks function, and
 // its New(name) returns the Lock of that name.
 
@@ -17,7 +15,7 @@ type SimpleRedisLocks struct {
 // every grant gets a fencing token.
 type SimpleRedisOptions struct {
 	// NoTokens takes a lock with a bare SET NX PX, as hmdp and bsm/redislock do, instead of a
-	// MULTI/EXEC that also counts the name's grants: one command for Redis instead of six, and
+	// MULTI/EXEC that also counts the name's grants: one command for Redis instead of five, and
 	// no grant counter kept per name. Token then returns 0. For a caller that checks no
 	// fencing tokens (the service with SECKILL_FENCING=off).
 	NoTokens bool
@@ -33,7 +31,7 @@ func NewSimpleRedisLocks(client RedisClient, process string, opts SimpleRedisOpt
 // New returns the SimpleRedisLock named name.
 func (s *SimpleRedisLocks) New(name string) Lock {
 	l := NewSimpleRedisLock(s.client, s.process, name)
-	l.strays, l.clock, l.noTokens = s.strays, time.Now, s.opts.NoTokens
+	l.strays, l.reseed, l.noTokens = s.strays, true, s.opts.NoTokens
 	return l
 }
 

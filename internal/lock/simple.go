@@ -16,7 +16,10 @@ import (
 // keyPrefix begins every lock's Redis key: "lock:"+name for a SimpleRedisLock, as in hmdp.
 const keyPrefix = "lock:"
 
-var unlockScript = redis.NewScript(lua.Unlock)
+var (
+	unlockScript      = redis.NewScript(lua.Unlock)
+	fenceReseedScript = redis.NewScript(lua.FenceReseed)
+)
 
 // RedisClient is the part of a go-redis client that SimpleRedisLock needs. *redis.Client,
 // *redis.ClusterClient and redis.UniversalClient satisfy it.
@@ -39,17 +42,24 @@ type RedisClient interface {
 // SimpleRedisOptions.NoTokens leaves the transaction and the counter out. The transaction
 // runs both at one point of Redis's order of commands, so a later grant always gets a larger
 // value; failed attempts increment the counter too, which leaves gaps and changes nothing.
-// (Not a Lua script: the embedded Redis, miniredis, builds a Lua VM for every EVAL, which
-// made each embedded TryLock several times slower.) Like MySQLLock, take one
-// SimpleRedisLock per holder (New is cheap): Token reports the grant this value made last.
+// A grant whose INCR found the counter gone (it answers below fenceFloor) takes its token
+// from fence_reseed.lua instead, one more round trip, which starts the counter again at
+// Redis's clock. (Not a Lua script every time: the embedded Redis, miniredis, builds a Lua VM
+// for every EVAL, which made each embedded TryLock several times slower.) Like MySQLLock,
+// take one SimpleRedisLock per holder (New is cheap): Token reports the grant this value made
+// last.
 type SimpleRedisLock struct {
 	client  RedisClient
 	key     string
 	counter string
 	process string
 	strays  *strays // nil: a failed cleanup is not retried (a lock made by NewSimpleRedisLock)
-	// clock seeds a grant counter that Redis lost (fenceSeed); nil: such a counter starts
-	// again at 1 (a lock made by NewSimpleRedisLock, as the lessons use it).
+	// reseed starts a grant counter that Redis lost again from Redis's clock
+	// (fence_reseed.lua); false: such a counter starts again at 1 (a lock made by
+	// NewSimpleRedisLock, as the lessons use it).
+	reseed bool
+	// clock is the process's clock, which times the lease the lock took (expires): time.Now,
+	// or a test's. Tokens never depend on it, since instances' clocks differ.
 	clock   func() time.Time
 	expires time.Time // of the lock this object's last TryLock took, at the latest
 	token   atomic.Int64
@@ -60,7 +70,7 @@ type SimpleRedisLock struct {
 // NewSimpleRedisLock returns the lock named name (key "lock:"+name) for the given process id.
 func NewSimpleRedisLock(client RedisClient, process, name string) *SimpleRedisLock {
 	key := keyPrefix + name
-	return &SimpleRedisLock{client: client, key: key, counter: fenceKey(key), process: process}
+	return &SimpleRedisLock{client: client, key: key, counter: fenceKey(key), process: process, clock: time.Now}
 }
 
 // fenceKey returns the grant counter's key of the lock key: in the same Redis Cluster hash
@@ -79,17 +89,16 @@ func fenceKey(key string) string {
 
 // fenceCounterTTL is how long a name's grant counter outlives its last grant. Without it every
 // name ever locked (a user, in the service) would keep a counter in Redis for ever. A counter
-// that expired starts again from the clock (fenceSeed; Redis's TIME in the scripts), as one
-// that Redis lost does, and the clock has moved on by far more than the counter's grants:
-// every later token is still larger. A lock made by NewSimpleRedisLock, which has no clock to
-// seed from, keeps its counter for ever.
+// that expired starts again from Redis's clock (its TIME, in microseconds), as one that Redis
+// lost does, and the clock has moved on by far more than the counter's grants: every later
+// token is still larger. A lock made by NewSimpleRedisLock, which does not reseed, keeps its
+// counter for ever.
 const fenceCounterTTL = 24 * time.Hour
 
-// fenceSeed is where a grant counter that Redis lost (an empty restart, a failover to a
-// replica that had not received it) starts again: the clock in microseconds at the attempt,
-// above every token the lost counter had handed out (as order ids restart, see idgen). The
-// scripts of the other Redis locks seed theirs from Redis's TIME the same way.
-func fenceSeed(t time.Time) int64 { return t.UnixMicro() }
+// fenceFloor is below every token of a counter seeded from a clock in microseconds (any time
+// since September 2001): a SimpleRedisLock's INCR that answers less found the counter gone
+// and started it again at 1, and the grant reseeds it (fence_reseed.lua).
+const fenceFloor = 1_000_000_000_000_000
 
 // Key returns the lock's Redis key.
 func (l *SimpleRedisLock) Key() string { return l.key }
@@ -129,7 +138,7 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 	if l.strays != nil && l.strays.holds(l.key, value) {
 		return false, fmt.Errorf("lock %s: %w", l.key, ErrStrayPending)
 	}
-	sent := time.Now()
+	sent := l.clock()
 	took, token, err := l.set(ctx, value, ttl)
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -158,11 +167,8 @@ func (l *SimpleRedisLock) set(ctx context.Context, value string, ttl time.Durati
 	var incr *redis.IntCmd
 	_, err := l.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		set = p.SetNX(ctx, l.key, value, ttl)
-		if l.clock != nil {
-			p.SetNX(ctx, l.counter, fenceSeed(l.clock()), 0)
-		}
 		incr = p.Incr(ctx, l.counter)
-		if l.clock != nil {
+		if l.reseed {
 			p.PExpire(ctx, l.counter, fenceCounterTTL)
 		}
 		return nil
@@ -170,10 +176,16 @@ func (l *SimpleRedisLock) set(ctx context.Context, value string, ttl time.Durati
 	if err == nil {
 		err = incr.Err()
 	}
-	if err != nil {
-		return false, 0, err
+	if err != nil || !set.Val() || !l.reseed || incr.Val() >= fenceFloor {
+		return set.Val(), incr.Val(), err
 	}
-	return set.Val(), incr.Val(), nil
+	// The counter was gone: this grant's INCR started it at 1, below the tokens it had handed
+	// out. Take the token from a counter started again at Redis's clock.
+	token, err := fenceReseedScript.Run(ctx, l.client, []string{l.key, l.counter}, value, fenceTTLArg).Int64()
+	if err != nil {
+		return false, 0, fmt.Errorf("reseed %s: %w", l.counter, err)
+	}
+	return token > 0, token, nil // 0: the lease ran out before the reseed
 }
 
 // Unlock deletes the key only if it still holds this goroutine's owner value. It returns
@@ -186,7 +198,7 @@ func (l *SimpleRedisLock) Unlock(ctx context.Context) error {
 	value := owner(l.process)
 	n, err := unlockScript.Run(ctx, l.client, []string{l.key}, value).Int()
 	if err != nil {
-		if l.strays != nil && time.Now().Before(l.expires) {
+		if l.strays != nil && l.clock().Before(l.expires) {
 			l.strays.add(l.key, value, l.expires)
 		}
 		return fmt.Errorf("unlock %s: %w", l.key, err)

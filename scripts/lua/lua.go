@@ -11,6 +11,12 @@ import _ "embed"
 //go:embed unlock.lua
 var Unlock string
 
+// FenceReseed is fence_reseed.lua: a SimpleRedisLock's grant whose counter Redis lost takes a
+// token from a counter started again at Redis's clock.
+//
+//go:embed fence_reseed.lua
+var FenceReseed string
+
 // ReentrantLock is reentrant_lock.lua: take or re-enter a ReentrantLock, else return -PTTL.
 //
 //go:embed reentrant_lock.lua
