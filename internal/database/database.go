@@ -4,6 +4,7 @@ package database
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -54,7 +55,8 @@ const (
 // autocommit on for every connection (see forceAutocommit). It also sets the
 // DSN's timeout, readTimeout and writeTimeout to DefaultDialTimeout, DefaultReadTimeout and
 // DefaultWriteTimeout where it leaves them unset: without them a frozen server holds a
-// call, and its connection, until the kernel gives up on the TCP connection.
+// call, and its connection, until the kernel gives up on the TCP connection. ctx bounds the
+// open, the first connection's handshake included.
 func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg, err := mysqldriver.ParseDSN(dsn)
 	if err != nil {
@@ -70,8 +72,22 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
 	}
 	withDefaultTimeouts(cfg)
-	g, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg}), gormConfig())
+	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
+		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
+	}
+	sqlDB := sql.OpenDB(connector)
+	// Connect under ctx before gorm.Open: GORM's MySQL dialector asks the server's version
+	// (SELECT VERSION()) with context.Background, so on a server that hangs the open waited
+	// for the DSN's readTimeout whatever ctx's deadline. Its query now runs on the connection
+	// this ping leaves idle in the pool.
+	if err := sqlDB.PingContext(ctx); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open mysql: %w", err)
+	}
+	g, err := gorm.Open(mysql.New(mysql.Config{Conn: sqlDB, DSNConfig: cfg}), gormConfig())
+	if err != nil {
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
 	return finish(ctx, &DB{DB: g, Dialect: migrations.MySQL}, pool)

@@ -35,27 +35,16 @@ func TestDefaultTimeouts(t *testing.T) {
 // server that accepts and never answers, the open hung as long as its context. Refused, and
 // at once, naming the parameter.
 func TestNegativeTimeoutsRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() { // accepts and never answers: a frozen server
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() })
-		}
-	}()
+	addr := silentServer(t)
 	for _, param := range []string{"timeout", "readTimeout", "writeTimeout"} {
 		t.Run(param, func(t *testing.T) {
-			// The context's deadline does not reach go-sql-driver's handshake: with
-			// readTimeout=-1s the open hung past it, for good.
+			// With readTimeout=-1s the open hung past the context's deadline, for good
+			// (GORM's version query at the open took no context; see TestOpenEndsAtDeadline).
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			errc := make(chan error, 1)
 			go func() {
-				_, err := OpenMySQL(ctx, "root:@tcp("+ln.Addr().String()+")/x?"+param+"=-1s", Pool{MaxOpen: 1})
+				_, err := OpenMySQL(ctx, "root:@tcp("+addr+")/x?"+param+"=-1s", Pool{MaxOpen: 1})
 				errc <- err
 			}()
 			select {
@@ -66,5 +55,45 @@ func TestNegativeTimeoutsRefused(t *testing.T) {
 				t.Fatalf("OpenMySQL with %s=-1s still waiting on a server that never answers, past its context's deadline", param)
 			}
 		})
+	}
+}
+
+// silentServer listens on a 127.0.0.1 port, accepts every connection and never answers, as a
+// frozen server does, and returns its address.
+func silentServer(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestOpenEndsAtDeadline: OpenMySQL's context bounds the open. GORM's MySQL dialector asks
+// the server's version with context.Background when it opens, so against a server that never
+// answers the open waited for the DSN's readTimeout (here a minute, as a DSN raised for a long
+// migration has), past its context's deadline.
+func TestOpenEndsAtDeadline(t *testing.T) {
+	addr := silentServer(t)
+	const deadline = 500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := OpenMySQL(ctx, "root:@tcp("+addr+")/x?readTimeout=1m", Pool{MaxOpen: 1})
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(deadline + 5*time.Second):
+		t.Fatalf("OpenMySQL still waiting on a server that never answers, %s past its context's deadline", 5*time.Second)
 	}
 }
