@@ -58,20 +58,10 @@ const (
 // call, and its connection, until the kernel gives up on the TCP connection. ctx bounds the
 // open, the first connection's handshake included.
 func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
-	cfg, err := mysqldriver.ParseDSN(dsn)
+	cfg, err := mysqlConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
+		return nil, fmt.Errorf("open mysql: %w", err)
 	}
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	cfg.InterpolateParams = true
-	cfg.MultiStatements = true
-	cfg.ClientFoundRows = false
-	forceAutocommit(cfg)
-	if err := checkTimeouts(cfg); err != nil {
-		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
-	}
-	withDefaultTimeouts(cfg)
 	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
@@ -91,6 +81,25 @@ func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
 	return finish(ctx, &DB{DB: g, Dialect: migrations.MySQL}, pool)
+}
+
+// mysqlConfig is dsn parsed, with what OpenMySQL forces and the default timeouts applied.
+func mysqlConfig(dsn string) (*mysqldriver.Config, error) {
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.InterpolateParams = true
+	cfg.MultiStatements = true
+	cfg.ClientFoundRows = false
+	forceAutocommit(cfg)
+	if err := checkTimeouts(cfg); err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	withDefaultTimeouts(cfg)
+	return cfg, nil
 }
 
 // OpenSQLite opens (creating if needed) the embedded database file seckill.db in dir.
@@ -147,6 +156,24 @@ func checkTimeouts(cfg *mysqldriver.Config) error {
 		}
 	}
 	return nil
+}
+
+// Timeouts are the network timeouts of a connection OpenMySQL opens: the DSN's timeout,
+// readTimeout and writeTimeout.
+type Timeouts struct {
+	Dial, Read, Write time.Duration
+}
+
+// MySQLTimeouts returns the network timeouts OpenMySQL gives a connection to dsn: the DSN's
+// own, and the defaults where it sets none. A caller that reports a hung server says with it
+// which bound struck (go-sql-driver's error after a read timeout is only "invalid
+// connection"). It refuses what OpenMySQL refuses: a bad DSN, a negative timeout.
+func MySQLTimeouts(dsn string) (Timeouts, error) {
+	cfg, err := mysqlConfig(dsn)
+	if err != nil {
+		return Timeouts{}, err
+	}
+	return Timeouts{Dial: cfg.Timeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout}, nil
 }
 
 // withDefaultTimeouts sets the network timeouts cfg leaves at zero (none).

@@ -58,6 +58,18 @@ func TestNegativeTimeoutsRefused(t *testing.T) {
 	}
 }
 
+// TestMySQLTimeouts: what a caller is told of the timeouts OpenMySQL gives a DSN: its own, or
+// the defaults; a DSN that OpenMySQL refuses is refused.
+func TestMySQLTimeouts(t *testing.T) {
+	got, err := MySQLTimeouts("root:@tcp(127.0.0.1:3306)/seckill?readTimeout=30s")
+	require.NoError(t, err)
+	assert.Equal(t, Timeouts{Dial: DefaultDialTimeout, Read: 30 * time.Second, Write: DefaultWriteTimeout}, got)
+	for _, dsn := range []string{"root:@tcp(127.0.0.1:3306)/seckill?readTimeout=-1s", "root:@tcp(127.0.0.1:3306/seckill"} {
+		_, err := MySQLTimeouts(dsn)
+		assert.ErrorContains(t, err, "bad DSN", dsn)
+	}
+}
+
 // silentServer listens on a 127.0.0.1 port, accepts every connection and never answers, as a
 // frozen server does, and returns its address.
 func silentServer(t *testing.T) string {

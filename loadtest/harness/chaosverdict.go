@@ -52,7 +52,7 @@ func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) 
 	}
 	rep := report{Lock: summary.Lock, Facts: verdict.Facts{Client: "the chaos client", Counts: order.Counts{Orders: map[string]float64{}}}}
 	if err := dbFacts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
-		return false, err
+		return false, fmt.Errorf("chaos verdict: %w", err)
 	}
 	if f.instancesFile != "" {
 		urls, err := instanceURLs("", f.instancesFile)

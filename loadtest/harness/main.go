@@ -4,7 +4,7 @@
 // with). The Makefile's loadtest targets and scripts/cluster.sh drive it; see docs/loadtest.md.
 //
 //	harness createdb -dsn DSN
-//	harness verify   -dsn DSN -summary run/loadtest/summary.json -orders run/loadtest/orders.log -instances run/cluster/instances [-expect-failure]
+//	harness verify   -dsn DSN -summary run/loadtest/summary.json -orders run/loadtest/orders.log -instances run/cluster/instances [-expect-failure] [-timeout 5m]
 //	harness baseline -dsn DSN [-workers 64] [-duration 20s]
 //	harness load -url URL -out DIR [-mode open -rate 50 | -mode closed -workers 64] [-retry]
 //	harness chaos-check -experiment NAME -dir DIR -events FILE -dsn DSN ...

@@ -92,14 +92,14 @@ func asyncFacts(ctx context.Context, a asyncVerify, db *database.DB, vouchers []
 	for _, v := range vouchers {
 		b, err := async.ReconcileSettled(ctx, a.rdb, store, v.ID, reconcileRead)
 		if err != nil {
-			return f, fmt.Errorf("verify: %w", err)
+			return f, fmt.Errorf("voucher %d: %w", v.ID, err)
 		}
 		if !b.Loaded {
-			return f, fmt.Errorf("verify: voucher %d is not in Redis at %s: is -redis the instances' Redis?", v.ID, a.redisAddr)
+			return f, fmt.Errorf("voucher %d is not in Redis at %s: is -redis the instances' Redis?", v.ID, a.redisAddr)
 		}
 		dead, err := a.statuses.DeadLettered(ctx, v.ID)
 		if err != nil {
-			return f, fmt.Errorf("verify: %w", err)
+			return f, fmt.Errorf("voucher %d: dead letters: %w", v.ID, err)
 		}
 		f.Vouchers = append(f.Vouchers, verdict.AsyncVoucher{Scenario: v.Scenario, ID: v.ID, Initial: v.Stock,
 			RedisStock: b.RedisStock, Pending: b.Pending, Orders: b.Orders, DeadLettered: dead})
