@@ -75,15 +75,17 @@ func TestAttemptFinal(t *testing.T) {
 
 func TestUnservedAndLostReplies(t *testing.T) {
 	as := []attempt{
-		{User: 1, N: 1, Code: "unavailable"}, {User: 1, N: 2, Code: codeCreated, OrderID: "11"},
-		{User: 2, N: 1, Code: "http_502"}, {User: 2, N: 2, Code: "already_ordered"}, // its 201 was lost
-		{User: 3, N: 1, Code: "overloaded"}, {User: 3, N: 2, Code: "unavailable"}, // gave up
-		{User: 4, N: 1, Code: codeCreated, OrderID: "44"}, {User: 4, N: 1, Code: "already_ordered"}, // a storm
+		{User: 1, N: 1, Status: 503, Code: "unavailable"}, {User: 1, N: 2, Status: 201, Code: codeCreated, OrderID: "11"},
+		{User: 2, N: 1, Status: 502, Code: "http_502"}, {User: 2, N: 2, Status: 409, Code: "already_ordered"}, // its 201 was lost
+		{User: 3, N: 1, Status: 503, Code: "overloaded"}, {User: 3, N: 2, Status: 503, Code: "unavailable"}, // gave up
+		{User: 4, N: 1, Status: 201, Code: codeCreated, OrderID: "44"}, {User: 4, N: 1, Status: 409, Code: "already_ordered"}, // a storm
+		{User: 5, N: 1, Status: 409, Code: "already_ordered"}, // lost nothing: its order is nobody's answer
 	}
 	users, without := unserved(as)
-	assert.Equal(t, 4, users)
+	assert.Equal(t, 5, users)
 	assert.Equal(t, 1, without)
-	assert.Equal(t, []int64{2}, lostReplies(as))
+	_, unnamed := knownOrders(as)
+	assert.Equal(t, []int64{2}, unnamed)
 }
 
 func TestRecoveryAfter(t *testing.T) {
@@ -125,19 +127,38 @@ func TestPct(t *testing.T) {
 	assert.Equal(t, time.Duration(0), pct(nil, 0.99))
 }
 
-// TestWriteLogsEachOrderOnce: a lost 201 whose retry is answered already_ordered with the
-// order's id names the same order again; orders.log lists it once, so that the verdict does
-// not see a user answered 201 twice. Two different ids of one user stay two lines.
-func TestWriteLogsEachOrderOnce(t *testing.T) {
+// TestWriteLogsKnownOrders: orders.log lists the orders the client knows of as the k6 script
+// logs them. Every 201, once: a 201 whose answer a retry's already_ordered repeats is one
+// line, or the verdict would see a user answered twice; two different ids of one user stay
+// two lines. A 409 already_ordered's id only for a user who had no 201 and lost an answer (no
+// answer, a 502, a 503): its lost 201's order. An already_ordered id given to a user who lost
+// nothing is not logged: its row is then one nobody was answered for, which the verdict fails.
+func TestWriteLogsKnownOrders(t *testing.T) {
 	d := &driver{c: loadConfig{out: t.TempDir(), scenario: "s"}, attempts: []attempt{
 		{User: 1, N: 1, Status: 201, Code: codeCreated, OrderID: "11"},
 		{User: 1, N: 2, Status: 409, Code: "already_ordered", OrderID: "11"},
 		{User: 2, N: 1, Status: 201, Code: codeCreated, OrderID: "21"},
 		{User: 2, N: 2, Status: 201, Code: codeCreated, OrderID: "22"},
+		{User: 3, N: 1, Status: 502, Code: "http_502"},
+		{User: 3, N: 2, Status: 409, Code: "already_ordered", OrderID: "31"},
+		{User: 4, N: 1, Status: 409, Code: "already_ordered", OrderID: "41"},
+		{User: 5, N: 1, Status: 0, Code: codeConnError},
+		{User: 5, N: 2, Status: 409, Code: "already_ordered"},
+		{User: 6, N: 1, Status: 503, Code: "unavailable"},
+		{User: 6, N: 2, Status: 409, Code: "already_ordered", OrderID: "61"},
 	}}
 	require.NoError(t, d.write(7))
-	b, err := os.ReadFile(filepath.Join(d.c.out, "orders.log"))
+	f, err := os.Open(filepath.Join(d.c.out, "orders.log"))
 	require.NoError(t, err)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	assert.Len(t, lines, 3, "%s", b)
+	defer f.Close()
+	orders, err := readOrders(f)
+	require.NoError(t, err)
+	got := map[string]int64{}
+	for _, o := range orders {
+		got[o.ID] = o.User
+	}
+	assert.Len(t, orders, len(got), "each order once: %+v", orders)
+	assert.Equal(t, map[string]int64{"11": 1, "21": 2, "22": 2, "31": 3, "61": 6}, got)
+	_, unnamed := knownOrders(d.attempts)
+	assert.Equal(t, []int64{5}, unnamed, "users whose order is looked up by (user, voucher)")
 }

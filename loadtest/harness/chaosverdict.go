@@ -13,8 +13,8 @@ import (
 
 // chaosVerdict is `harness verify` for a chaos run: the same checks, with one addition a
 // retrying client needs. A user whose 201 was lost (the instance died, nginx answered 502)
-// and whose retry was answered 409 already_ordered knows it has an order but not its id; the
-// id is looked up in the database by (user, voucher), as such a client would look up its
+// and whose retry was answered 409 already_ordered with no id knows it has an order but not
+// its id (one with the id is in orders.log: knownOrders); the id is looked up in the database by (user, voucher), as such a client would look up its
 // orders, so that the row does not count as an order nobody was told of. Each is printed.
 func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) (bool, error) {
 	summary, err := readSummary(filepath.Join(f.dir, "summary.json"))
@@ -31,7 +31,7 @@ func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) 
 	}
 	defer db.Close()
 	v := summary.Vouchers[0]
-	lost := lostReplies(as)
+	_, lost := knownOrders(as)
 	if len(lost) > 0 {
 		inDB, err := verdict.Orders(ctx, db, []int64{v.ID})
 		if err != nil {
@@ -70,23 +70,4 @@ func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) 
 		}
 	}
 	return printVerdict(w, rep, verdict.Evaluate(rep.Facts), false), nil
-}
-
-// lostReplies lists the users answered already_ordered (without an id) who never saw a 201.
-func lostReplies(as []attempt) []int64 {
-	created := map[int64]bool{}
-	for _, a := range as {
-		if a.OrderID != "" {
-			created[a.User] = true
-		}
-	}
-	seen := map[int64]bool{}
-	var out []int64
-	for _, a := range as {
-		if a.Code == "already_ordered" && a.OrderID == "" && !created[a.User] && !seen[a.User] {
-			seen[a.User] = true
-			out = append(out, a.User)
-		}
-	}
-	return out
 }

@@ -61,10 +61,72 @@ type attempt struct {
 	N          int // 1 for a user's first request, 2 for its first retry, ...
 	Status     int // 0: no HTTP answer
 	Code       string
-	OrderID    string // of a 201 (or of a 409 already_ordered, should the service carry one)
+	OrderID    string // of a 201, or of a 409 already_ordered (the user's existing order)
 }
 
 func (a attempt) latency() time.Duration { return a.End.Sub(a.Start) }
+
+// lost reports whether the client lost the answer: none at all, or a 5xx (nginx's 502 for an
+// instance that died with the order in hand, a 503 for an order that ran out of time), after
+// which the order may exist or not. The k6 script's lost() (loadtest/k6/seckill.js).
+func (a attempt) lost() bool { return a.Status == 0 || a.Status >= 500 }
+
+// knownOrder is an order the client knows the id of.
+type knownOrder struct {
+	ID   string
+	User int64
+}
+
+// knownOrders returns each order the client knows of, once, as the k6 script's settle decides
+// it: the id of every 201; and, for a user none of whose requests was answered 201 but one of
+// which was lost, the id its first 409 already_ordered carries (its lost 201's order). Only
+// then is a 409 taken for an order: an already_ordered given to a user who was never answered
+// 201 and lost nothing names an order nobody was told of, and the verdict must count its row
+// as such, not as answered. unnamed lists the users in that case whose already_ordered carried
+// no id; their order is looked up by (user, voucher) (chaosVerdict).
+func knownOrders(as []attempt) (orders []knownOrder, unnamed []int64) {
+	type seen struct {
+		created, lost, conflict bool
+		conflictID              string
+	}
+	users := map[int64]*seen{}
+	var byArrival []int64
+	logged := map[string]bool{}
+	for _, a := range as {
+		u := users[a.User]
+		if u == nil {
+			u = &seen{}
+			users[a.User] = u
+			byArrival = append(byArrival, a.User)
+		}
+		switch {
+		case a.Code == codeCreated:
+			u.created = true
+			if !logged[a.OrderID] {
+				logged[a.OrderID] = true
+				orders = append(orders, knownOrder{ID: a.OrderID, User: a.User})
+			}
+		case a.lost():
+			u.lost = true
+		case a.Code == "already_ordered":
+			u.conflict = true
+			if u.conflictID == "" {
+				u.conflictID = a.OrderID
+			}
+		}
+	}
+	for _, user := range byArrival {
+		switch u := users[user]; {
+		case u.created || !u.lost || !u.conflict:
+		case u.conflictID == "":
+			unnamed = append(unnamed, user)
+		case !logged[u.conflictID]:
+			logged[u.conflictID] = true
+			orders = append(orders, knownOrder{ID: u.conflictID, User: user})
+		}
+	}
+	return orders, unnamed
+}
 
 // final reports whether a client stops on this answer: the order exists (201, or 409
 // already_ordered), can never exist (sold out, not on sale), or the request is wrong. A 5xx, no
@@ -397,8 +459,8 @@ func readProcessMetrics(ctx context.Context, client *http.Client, base string) w
 }
 
 // write leaves what `harness verify` and `harness chaos-check` read: summary.json (the voucher
-// and its stock), orders.log (one line per order the client knows the id of), requests.csv and
-// watch.csv.
+// and its stock), orders.log (one line per order the client knows the id of: knownOrders),
+// requests.csv and watch.csv.
 func (d *driver) write(vid int64) error {
 	summary := k6Summary{Lock: d.c.lock, Vouchers: []k6Voucher{{Scenario: d.c.scenario, ID: vid, Stock: d.c.stock}}}
 	b, _ := json.MarshalIndent(summary, "", "  ")
@@ -406,16 +468,14 @@ func (d *driver) write(vid int64) error {
 		return fmt.Errorf("load: %w", err)
 	}
 	var orders, reqs, watch bytes.Buffer
-	// Each order once: a retry answered 409 already_ordered names the order its lost 201
-	// placed, and the verdict counts every line as an order answered to its user (two lines
-	// of one user are two orders). Two different ids of one user still make two lines.
-	logged := map[string]bool{}
+	// The verdict counts every line as an order answered to its user (two lines of one user
+	// are two orders), so each order is written once.
+	known, _ := knownOrders(d.attempts)
+	for _, o := range known {
+		line, _ := json.Marshal(map[string]k6Order{"order": {ID: o.ID, User: o.User, Voucher: vid, Scenario: d.c.scenario}})
+		orders.Write(append(line, '\n'))
+	}
 	for _, a := range d.attempts {
-		if a.OrderID != "" && !logged[a.OrderID] {
-			logged[a.OrderID] = true
-			line, _ := json.Marshal(map[string]k6Order{"order": {ID: a.OrderID, User: a.User, Voucher: vid, Scenario: d.c.scenario}})
-			orders.Write(append(line, '\n'))
-		}
 		fmt.Fprintf(&reqs, "%d,%d,%s,%d,%d,%d,%s,%s\n", a.Start.UnixNano(), a.End.UnixNano(), a.Phase, a.User, a.N, a.Status, a.Code, a.OrderID)
 	}
 	for _, s := range d.watched {
