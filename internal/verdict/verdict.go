@@ -39,6 +39,9 @@ type Voucher struct {
 	Orders    int64 // rows in voucher_orders
 	Answered  int64 // orders the client logged as accepted for this voucher (Compare counts them)
 	SoldOut   int64 // answers sold_out the client counted for this voucher (0 when it does not count them)
+	// SellsOut says the voucher's scenario is meant to sell out: it sends more buyers than
+	// stock, and tests the sale's end (the last units, and the refusals after them).
+	SellsOut bool
 }
 
 // Oversold is how far the orders went past the stock, or the stock below zero.
@@ -89,6 +92,13 @@ func Evaluate(f Facts) []Check {
 		// buyers with stock still on the shelf passed as "no oversell".
 		add(Integrity, p+"stock left after "+itoa(v.SoldOut)+" sold_out answers", "<= 0 if any", itoa(v.StockLeft),
 			v.SoldOut == 0 || v.StockLeft <= 0)
+		// A sell-out that never sold out tested nothing of the sale's end, yet every check
+		// above held: too few buyers were sent (the load generator dropped them, or ran too
+		// short), or none was turned away. With the check above, sold_out answers mean the
+		// stock reached zero and buyers were refused after it.
+		if v.SellsOut {
+			add(Integrity, p+"sold out: buyers answered sold_out", "> 0", itoa(v.SoldOut), v.SoldOut > 0)
+		}
 	}
 	add(GuardSignal, "duplicate (user_id, voucher_id) rows", "0", itoa(f.DuplicateGroups), f.DuplicateGroups == 0)
 	add(GuardSignal, "users answered "+acc+" twice for one voucher", "0", strconv.Itoa(f.Repeated201), f.Repeated201 == 0)

@@ -14,7 +14,7 @@ func cleanFacts() Facts {
 		Client: "k6",
 		Vouchers: []Voucher{
 			{Scenario: "storm", ID: 1, Stock: 1200, StockLeft: 0, Orders: 1200, Answered: 1200},
-			{Scenario: "sellout", ID: 2, Stock: 900, StockLeft: 0, Orders: 900, Answered: 900, SoldOut: 3600},
+			{Scenario: "sellout", ID: 2, Stock: 900, StockLeft: 0, Orders: 900, Answered: 900, SoldOut: 3600, SellsOut: true},
 		},
 		UniqueKey: true,
 		Orders201: 2100,
@@ -105,6 +105,51 @@ func TestVerdict(t *testing.T) {
 			wantOK:     false,
 			wantMsg:    "FAIL: integrity broken",
 			wantFailed: []string{"sellout voucher 2: k6 saw orders answered 201"},
+		},
+		{
+			// Too few buyers (dropped iterations, a short run): 600 of 900 sold, nobody refused.
+			name: "a sell-out that stopped short",
+			mutate: func(f *Facts) {
+				v := &f.Vouchers[1]
+				v.Orders, v.StockLeft, v.Answered, v.SoldOut = 600, 300, 600, 0
+				f.Orders201 = 1800
+			},
+			wantOK:     false,
+			wantMsg:    "FAIL: integrity broken",
+			wantFailed: []string{"sellout voucher 2: sold out: buyers answered sold_out"},
+		},
+		{
+			name: "a sell-out that sold its last unit to its last buyer: the end untested",
+			mutate: func(f *Facts) {
+				f.Vouchers[1].SoldOut = 0
+			},
+			wantOK:     false,
+			wantMsg:    "FAIL: integrity broken",
+			wantFailed: []string{"sellout voucher 2: sold out: buyers answered sold_out"},
+		},
+		{
+			// A broken guard's run is judged on the guard only if the sell-out sold out.
+			name: "broken guard detected, but the sell-out stopped short",
+			mutate: func(f *Facts) {
+				f.Counts.Orders[order.ResultDuplicateByDB] = 37
+				v := &f.Vouchers[1]
+				v.Orders, v.StockLeft, v.Answered, v.SoldOut = 600, 300, 600, 0
+				f.Orders201 = 1800
+			},
+			expectFailure: true,
+			wantOK:        false,
+			wantMsg:       "FAIL: integrity broken",
+			wantFailed:    []string{"sellout voucher 2: sold out: buyers answered sold_out", "duplicate_blocked_by_db (sum of 2 instances)"},
+		},
+		{
+			name: "a voucher not meant to sell out, with stock left and no sold_out",
+			mutate: func(f *Facts) {
+				v := &f.Vouchers[0]
+				v.Orders, v.StockLeft, v.Answered = 1000, 200, 1000
+				f.Orders201 = 1900
+			},
+			wantOK:  true,
+			wantMsg: "PASS: no duplicate",
 		},
 		{
 			name: "buyers answered sold_out with stock left",

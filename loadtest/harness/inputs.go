@@ -16,6 +16,9 @@ type k6Voucher struct {
 	Scenario string `json:"scenario"`
 	ID       int64  `json:"id"`
 	Stock    int64  `json:"stock"`
+	// SellsOut says the scenario sends more buyers than stock and must sell out (setup()
+	// records it beside the stock).
+	SellsOut bool `json:"sellsOut,omitempty"`
 	// SoldOut is the sold_out answers of the voucher's scenario (readSummary fills it in from
 	// the summary's scenarios; not part of the voucher's JSON).
 	SoldOut int64 `json:"-"`

@@ -64,13 +64,14 @@ func TestReadSummary(t *testing.T) {
 	s, err := readSummary(write("ok.json", `{"lock":"local","vouchers":[{"scenario":"storm","id":3,"stock":1200},{"scenario":"sellout","id":4,"stock":900}],"scenarios":{}}`))
 	require.NoError(t, err)
 	assert.Equal(t, "local", s.Lock)
-	assert.Equal(t, []k6Voucher{{"storm", 3, 1200, 0}, {"sellout", 4, 900, 0}}, s.Vouchers)
+	assert.Equal(t, []k6Voucher{{Scenario: "storm", ID: 3, Stock: 1200}, {Scenario: "sellout", ID: 4, Stock: 900}}, s.Vouchers)
 
-	// Each voucher carries its scenario's sold_out answers, as k6's handleSummary counted them.
-	s, err = readSummary(write("soldout.json", `{"vouchers":[{"scenario":"storm","id":3,"stock":1200},{"scenario":"sellout","id":4,"stock":900}],
+	// Each voucher carries its scenario's sold_out answers, as k6's handleSummary counted them,
+	// and whether setup() marked it as meant to sell out.
+	s, err = readSummary(write("soldout.json", `{"vouchers":[{"scenario":"storm","id":3,"stock":1200,"sellsOut":false},{"scenario":"sellout","id":4,"stock":900,"sellsOut":true}],
 		"scenarios":{"storm":{"results":{"created":1200,"sold_out":0}},"sellout":{"results":{"created":900,"sold_out":3600}}}}`))
 	require.NoError(t, err)
-	assert.Equal(t, []k6Voucher{{"storm", 3, 1200, 0}, {"sellout", 4, 900, 3600}}, s.Vouchers)
+	assert.Equal(t, []k6Voucher{{Scenario: "storm", ID: 3, Stock: 1200}, {Scenario: "sellout", ID: 4, Stock: 900, SellsOut: true, SoldOut: 3600}}, s.Vouchers)
 
 	for name, body := range map[string]string{
 		"novouchers.json": `{"lock":"redis","vouchers":[]}`,

@@ -88,12 +88,12 @@ func TestDBFacts(t *testing.T) {
 	require.ErrorIs(t, err, errBaselineRefused, "voucher b is sold out")
 
 	// What verify reads from k6's records (the checks themselves are internal/verdict's).
-	vouchers := []k6Voucher{{Scenario: "storm", ID: a, Stock: 10}, {Scenario: "sellout", ID: b, Stock: 3}}
+	vouchers := []k6Voucher{{Scenario: "storm", ID: a, Stock: 10}, {Scenario: "sellout", ID: b, Stock: 3, SellsOut: true, SoldOut: 1}}
 	var f verdict.Facts
 	require.NoError(t, dbFacts(ctx, db, vouchers, orders, &f))
 	assert.Equal(t, []verdict.Voucher{
 		{Scenario: "storm", ID: a, Stock: 10, StockLeft: 6, Orders: 4, Answered: 4},
-		{Scenario: "sellout", ID: b, Stock: 3, StockLeft: 0, Orders: 3, Answered: 3},
+		{Scenario: "sellout", ID: b, Stock: 3, StockLeft: 0, Orders: 3, Answered: 3, SoldOut: 1, SellsOut: true},
 	}, f.Vouchers)
 	assert.Equal(t, 7, f.Orders201)
 	assert.Zero(t, f.Missing201+f.WrongOwner201+f.Repeated201, "every order k6 logged is in the database, as logged")

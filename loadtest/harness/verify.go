@@ -190,7 +190,7 @@ func counter(families map[string]*dto.MetricFamily, name string) float64 {
 func dbFacts(ctx context.Context, db *database.DB, vouchers []k6Voucher, orders []k6Order, f *verdict.Facts) error {
 	run := make([]verdict.Voucher, 0, len(vouchers))
 	for _, v := range vouchers {
-		run = append(run, verdict.Voucher{Scenario: v.Scenario, ID: v.ID, Stock: v.Stock, SoldOut: v.SoldOut})
+		run = append(run, verdict.Voucher{Scenario: v.Scenario, ID: v.ID, Stock: v.Stock, SoldOut: v.SoldOut, SellsOut: v.SellsOut})
 	}
 	answered := make([]verdict.Answered, 0, len(orders))
 	for _, o := range orders {

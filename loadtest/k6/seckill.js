@@ -183,7 +183,9 @@ export const options = {
   ),
 };
 
-function createVoucher(scenario, stamp, stock) {
+// createVoucher creates the voucher of a scenario. sellsOut: the scenario sends more buyers
+// than stock, and the verifier requires that it sold out (buyers answered sold_out).
+function createVoucher(scenario, stamp, stock, sellsOut) {
   const title = `loadtest ${scenario} ${stamp}`;
   const now = Date.now();
   const body = JSON.stringify({
@@ -199,7 +201,7 @@ function createVoucher(scenario, stamp, stock) {
   if (res.status !== 201) throw new Error(`create voucher ${title}: ${res.status} ${res.body}`);
   const id = res.json('id');
   if (!Number.isSafeInteger(id) || id <= 0) throw new Error(`create voucher ${title}: bad id in ${res.body}`);
-  return { scenario, id, stock };
+  return { scenario, id, stock, sellsOut };
 }
 
 export function setup() {
@@ -207,8 +209,8 @@ export function setup() {
   // One more second of users than the scenario lasts: constant-arrival-rate may start one
   // iteration more than rate × duration, and the storm must never run out of stock.
   const stormStock = Math.ceil(STORM_RATE * (DURATION + 1));
-  const vouchers = [createVoucher('storm', stamp, stormStock), createVoucher('sellout', stamp, SELLOUT_STOCK)];
-  if (ASYNC) vouchers.push(createVoucher('flash', stamp, FLASH_STOCK));
+  const vouchers = [createVoucher('storm', stamp, stormStock, false), createVoucher('sellout', stamp, SELLOUT_STOCK, true)];
+  if (ASYNC) vouchers.push(createVoucher('flash', stamp, FLASH_STOCK, true));
   return { startedAt: stamp, userBase: USER_BASE, vouchers };
 }
 
