@@ -23,7 +23,7 @@ import (
 func TestReloadRestoresNoStatusOfWrittenOrder(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
-			f, vid, e := inFlight(t, s)
+			f, vid, e := inFlight(t, s, 5)
 			ctx, id := context.Background(), e.OrderID
 			sale, _, _, stream, _ := async.KeysOf(vid)
 			require.NoError(t, f.rdb.Del(ctx, sale).Err()) // the sale hash lost, the stream kept
@@ -55,7 +55,7 @@ func TestReloadRestoresNoStatusOfWrittenOrder(t *testing.T) {
 func TestReloadRestoresPendingStatus(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
-			f, vid, e := inFlight(t, s)
+			f, vid, e := inFlight(t, s, 5)
 			ctx, id := context.Background(), e.OrderID
 			sale, users, orders, _, _ := async.KeysOf(vid)
 			require.NoError(t, f.rdb.Del(ctx, sale, users, orders).Err())
@@ -70,13 +70,13 @@ func TestReloadRestoresPendingStatus(t *testing.T) {
 	}
 }
 
-// inFlight admits user 1's order of a voucher with stock 5 and returns the fixture, the
+// inFlight admits user 1's order of a voucher with stock and returns the fixture, the
 // voucher and the order as a writer's batch would hold it, read from the stream.
-func inFlight(t *testing.T, s store) (*fixture, int64, async.Entry) {
+func inFlight(t *testing.T, s store, stock int) (*fixture, int64, async.Entry) {
 	t.Helper()
 	f := newFixture(t, s, async.Config{})
 	ctx := context.Background()
-	vid := f.voucher(5)
+	vid := f.voucher(stock)
 	id, err := f.svc.Place(ctx, 1, vid)
 	require.NoError(t, err)
 	_, _, _, stream, _ := async.KeysOf(vid)
@@ -112,7 +112,7 @@ func restartEmpty(t *testing.T, rdb redis.UniversalClient, vid int64) {
 func TestBatchAfterReloadIsNotCommitted(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
-			f, vid, e := inFlight(t, s)
+			f, vid, e := inFlight(t, s, 5)
 			ctx, cancel := context.WithTimeout(context.Background(), eventuallyBound)
 			defer cancel()
 			restartEmpty(t, f.rdb, vid)
@@ -139,7 +139,7 @@ func TestBatchAfterReloadIsNotCommitted(t *testing.T) {
 func TestReloadWaitsForBatchInCommit(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
-			f, vid, e := inFlight(t, s)
+			f, vid, e := inFlight(t, s, 5)
 			ctx, cancel := context.WithTimeout(context.Background(), eventuallyBound)
 			defer cancel()
 			check := heldCheck(f, vid)

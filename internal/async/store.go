@@ -40,6 +40,10 @@ const (
 	Conflict
 )
 
+// takeVoucherRow takes the voucher's row, changing nothing, and holds it to the transaction's
+// end: Write and Books wait there for a writer of the voucher in commit.
+const takeVoucherRow = "UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?"
+
 // Store writes admitted orders to the database and reads the books a reload starts from.
 type Store struct {
 	db *gorm.DB
@@ -62,16 +66,29 @@ type Held func(ctx context.Context, es []Entry) error
 // yet in one multi-row INSERT, and one stock UPDATE for all of them. It returns each entry's
 // outcome, or ErrStockShort (nothing written) when the database's stock cannot cover the new
 // rows, or the database's error (nothing written). A concurrent writer of the same entries
-// makes the INSERT fail on the primary key and the whole batch roll back; a retry then finds
-// them Existed.
+// holds the voucher's row: Write waits for its commit and finds them Existed.
 //
-// held, unless nil, runs after the stock UPDATE, which holds the voucher's row until the
-// commit, with the entries to be inserted; its error rolls everything back and is returned.
-// Books takes the same row first, so a reload reads the database either after this commit
-// or before a held check that then finds the entries gone (see Books).
+// Write first takes the voucher's row, which it holds until the commit, and only then reads
+// the orders already there. Every writer of the voucher's orders takes that row before it
+// inserts, so the read comes after the commit of any other writer that held it. The order
+// matters: InnoDB's REPEATABLE READ takes a transaction's snapshot at its first consistent
+// read, and a read before the row was taken would miss the rows of a writer still in commit
+// (another consumer that claimed the same entries while it was slow). Its entries would look
+// new, and the stock UPDATE, run once that writer committed, would find the stock it lowered:
+// ErrStockShort when that was the last of it, a refusal of orders that are written. (SQLite's
+// transactions take the database's write lock at BEGIN, which serialises them the same way.)
+//
+// held, unless nil, runs after the stock UPDATE, while the voucher's row is held, with the
+// entries to be inserted; its error rolls everything back and is returned. Books takes the
+// same row first, so a reload reads the database either after this commit or before a held
+// check that then finds the entries gone (see Books).
 func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
 	out := make([]Outcome, len(es))
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// One statement per batch: take the voucher's row before anything is read (see above).
+		if err := tx.Exec(takeVoucherRow, voucherID).Error; err != nil {
+			return fmt.Errorf("wait for the writers of voucher %d: %w", voucherID, err)
+		}
 		ids := make([]int64, len(es))
 		users := make([]int64, len(es))
 		for i, e := range es {
@@ -153,7 +170,7 @@ type Books struct {
 func (s *Store) Books(ctx context.Context, voucherID int64) (Books, error) {
 	var b Books
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec("UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?", voucherID).Error; err != nil {
+		if err := tx.Exec(takeVoucherRow, voucherID).Error; err != nil {
 			return fmt.Errorf("wait for the writers of voucher %d: %w", voucherID, err)
 		}
 		v, err := voucher.NewStore(tx).Get(ctx, voucherID)
