@@ -146,8 +146,12 @@ func (l *RedLock) Key() string { return l.key }
 // validity remains. Otherwise the nodes it may have set are released at once (those that
 // answered OK and those whose reply was lost), and TryLock reports false, nil when a quorum
 // of nodes answered (the lock is held elsewhere, or the attempt was too slow), or an error
-// wrapping ErrNoQuorum when fewer than a quorum answered. A lease below 1 ms, or too short to outlast the drift
-// allowance, is ErrInvalidTTL.
+// wrapping ErrNoQuorum when fewer than a quorum answered. A lease below 1 ms, or too short to
+// outlast the drift allowance, is ErrInvalidTTL.
+//
+// Unlike a lock on one server, simultaneous TryLocks may all report false with nobody holding
+// the lock: they split the nodes (2, 2 and 1 of 5), none reaches a quorum, and each gives its
+// nodes back. TryLockWait's jittered retries are the algorithm's answer to that split vote.
 func (l *RedLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
 	if err := l.s.checkLease(lease); err != nil {
 		return false, fmt.Errorf("redlock %s: %w", l.key, err)
