@@ -20,15 +20,23 @@ var multiExec = &Pitfall{
 		"the delete is unconditional. With A's lease run out and B holding the lock, A deletes B's lock; C gets in.",
 	Remedy: "Decide before deleting, atomically: either a Lua script (unlock.lua), or an optimistic transaction — " +
 		"`WATCH key; GET key`, and only if it is ours `MULTI; DEL; EXEC`, which fails if the key changed since the WATCH. " +
-		"This fix uses WATCH, to show the transaction done right.",
+		"This fix uses WATCH, to show the transaction done right: A watches the key and reads its own value, then " +
+		"stalls before `MULTI` while its lease runs out and B takes the lock; B's SET touches the watched key, so A's " +
+		"`EXEC` runs nothing (a nil reply) and A learns the lock is not its own any more. C is refused.",
 	Variants: wrongFix("MULTI; GET; DEL; EXEC", "WATCH; GET; compare; MULTI; DEL; EXEC"),
 	play: func(s *Scene, v Variant) error {
-		return playWrongDelete(s, "unlock", func(a *Actor, name string) lock.Lock {
+		// The wrong release has no gap to stall in: A stalls before it. The fix stalls
+		// between its read and its EXEC, where only the WATCH stands between A and B's lock.
+		point := "unlock"
+		if !v.Wrong {
+			point = "unlock-gap"
+		}
+		return playWrongDelete(s, point, func(a *Actor, name string) lock.Lock {
 			l := lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 			if v.Wrong {
 				return multiDelLock{SimpleRedisLock: l, c: a.Redis, process: a.Process, t: a}
 			}
-			return watchDelLock{SimpleRedisLock: l, c: a.Redis, process: a.Process}
+			return watchDelLock{SimpleRedisLock: l, c: a.Redis, process: a.Process, t: a}
 		})
 	},
 	judge: exclusionVerdict,
@@ -60,11 +68,13 @@ func (l multiDelLock) Unlock(ctx context.Context) error {
 }
 
 // watchDelLock releases with an optimistic transaction: WATCH, GET, and MULTI/DEL/EXEC only
-// when the value is ours; EXEC fails if the key changed after the WATCH.
+// when the value is ours; EXEC fails if the key changed after the WATCH. It pauses at
+// "unlock-gap" between the GET and the MULTI, where a plain GET-then-DEL goes wrong.
 type watchDelLock struct {
 	*lock.SimpleRedisLock
 	c       *redis.Client
 	process string
+	t       tracer
 }
 
 func (l watchDelLock) Unlock(ctx context.Context) error {
@@ -76,6 +86,7 @@ func (l watchDelLock) Unlock(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		l.t.Point("unlock-gap")
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error { return p.Del(ctx, l.Key()).Err() })
 		return err
 	}, l.Key())
