@@ -24,13 +24,15 @@ var shortTTL = &Pitfall{
 		"tells A something went wrong but repairs nothing.",
 	Remedy: "Two remedies, each run on the same script. **Renewal**: a watchdog extends the lease (compare-and-PEXPIRE, " +
 		"lesson_renew.lua) every third of it while A works, so the lease never runs out under a live holder and B waits. " +
-		"**Fencing**: every acquisition draws an increasing token (`INCR`), and the storage rejects a write whose " +
+		"**Fencing**: every acquisition draws an increasing token (lock.SimpleRedisLock's `Token`: an `INCR` in the " +
+		"same MULTI/EXEC as the SET, so a later grant always gets a larger token; an INCR sent after the SET could " +
+		"reach Redis after a later holder's), and the storage rejects a write whose " +
 		"token is lower than one it has already accepted: A's late write (token 1, after B's 2) is refused. Renewal " +
 		"cannot help a holder that stalls so long its watchdog stalls too; fencing still can.",
 	Variants: []Variant{
 		{Name: "wrong", Label: "lock.SimpleRedisLock, lease shorter than the work", Wrong: true},
 		{Name: "renewal", Label: "token lock + watchdog renewal (lesson_renew.lua)"},
-		{Name: "fencing", Label: "token lock + fencing token checked by the storage"},
+		{Name: "fencing", Label: "lock.SimpleRedisLock's fencing token (Token), checked by the storage"},
 	},
 	play:  playShortTTL,
 	judge: shortTTLVerdict,
@@ -41,25 +43,20 @@ func playShortTTL(s *Scene, v Variant) error {
 	lease := s.srv.renewedLease()
 	name := s.LockName("counter")
 	mk := func(a *Actor) (lock.Lock, *tokenLock) {
-		switch v.Name {
-		case "renewal":
-			l := newTokenLock(a.Redis, name, a.Process, false)
-			l.draw = s.drawToken
-			return l, l
-		case "fencing":
-			l := newTokenLock(a.Redis, name, a.Process, true)
+		if v.Name == "renewal" {
+			l := newTokenLock(a.Redis, name, a.Process)
 			l.draw = s.drawToken
 			return l, l
 		}
 		return lock.NewSimpleRedisLock(a.Redis, a.Process, name), nil
 	}
-	increment := func(ctx context.Context, a *Actor, lk lock.Lock, tl *tokenLock) error {
+	increment := func(ctx context.Context, a *Actor, lk lock.Lock) error {
 		a.Enter()
 		n := s.storage.Read(a)
 		a.Point("working")
 		var fence int64
-		if tl != nil && tl.fenced {
-			fence = tl.fence
+		if f, ok := lk.(lock.Fenced); ok && v.Name == "fencing" {
+			fence = f.Token()
 		}
 		s.storage.Write(a, fence, n+1)
 		a.Exit()
@@ -87,10 +84,10 @@ func playShortTTL(s *Scene, v Variant) error {
 				}
 			}, WithProcess(a.Process))
 		}
-		return increment(ctx, a, lk, tl)
+		return increment(ctx, a, lk)
 	})
 	s.Go("B", func(ctx context.Context, a *Actor) error {
-		lk, tl := mk(a)
+		lk, _ := mk(a)
 		for {
 			ok, err := lk.TryLock(ctx, s.Lease())
 			if err != nil {
@@ -102,7 +99,7 @@ func playShortTTL(s *Scene, v Variant) error {
 			a.Point("refused")
 			a.Note("retries")
 		}
-		return increment(ctx, a, lk, tl)
+		return increment(ctx, a, lk)
 	})
 	s.Until("A", "working")
 	watchdog := s.Has("A.watchdog")

@@ -44,7 +44,7 @@ func playGoroutineID(s *Scene, v Variant) error {
 		if v.Wrong {
 			return lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 		}
-		l := newTokenLock(a.Redis, name, a.Process, false)
+		l := newTokenLock(a.Redis, name, a.Process)
 		l.draw = s.drawToken
 		return l
 	}

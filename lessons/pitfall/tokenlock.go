@@ -3,7 +3,6 @@ package pitfall
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,33 +25,30 @@ const renewName = "lesson_renew.lua"
 type tokenClient interface {
 	redis.Scripter
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
-	Incr(ctx context.Context, key string) *redis.IntCmd
 }
 
-// tokenLock is the fix for pitfalls 7 and 9: SET NX PX with a random token drawn at each
-// acquisition and kept in the lock value, so the holder is this handle, whichever goroutine
-// uses it (a worker, a watchdog); compare-and-delete release; compare-and-renew; and, when
-// fenced, a fencing token from INCR that the storage checks at every write.
+// tokenLock is the fix for pitfalls 7 (renewal) and 9: SET NX PX with a random token drawn
+// at each acquisition and kept in the lock value, so the holder is this handle, whichever
+// goroutine uses it (a worker, a watchdog); compare-and-delete release; compare-and-renew.
+// (Pitfall 7's fencing fix is lock.SimpleRedisLock's own token.)
 type tokenLock struct {
 	client  tokenClient
 	key     string
 	process string
-	fenced  bool
 	draw    func(process string) string // draws a fresh token; randomToken unless a scene names them
 
 	token string // the lock value while held
-	fence int64  // the fencing token of the current hold
 }
 
-func newTokenLock(c tokenClient, name, process string, fenced bool) *tokenLock {
-	return &tokenLock{client: c, key: lockKey(name), process: process, fenced: fenced, draw: randomToken}
+func newTokenLock(c tokenClient, name, process string) *tokenLock {
+	return &tokenLock{client: c, key: lockKey(name), process: process, draw: randomToken}
 }
 
 // randomToken returns process + ":" + 8 random hex digits.
 func randomToken(process string) string { return process + ":" + randomHex(4) }
 
-// TryLock takes the lock for ttl with a fresh token; with fencing it then draws the next
-// fencing token from INCR fence:<key>. It reports false, nil when another holder has it.
+// TryLock takes the lock for ttl with a fresh token. It reports false, nil when another
+// holder has it.
 func (l *tokenLock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
 	token := l.draw(l.process)
 	ok, err := l.client.SetNX(ctx, l.key, token, ttl).Result()
@@ -60,11 +56,6 @@ func (l *tokenLock) TryLock(ctx context.Context, ttl time.Duration) (bool, error
 		return false, err
 	}
 	l.token = token
-	if l.fenced {
-		if l.fence, err = l.client.Incr(ctx, "fence:"+l.key).Result(); err != nil {
-			return false, fmt.Errorf("fencing token: %w", err)
-		}
-	}
 	return true, nil
 }
 
