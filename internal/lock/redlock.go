@@ -143,11 +143,11 @@ func (l *RedLock) Key() string { return l.key }
 
 // TryLock makes one attempt: SET key token NX PX lease on every node in parallel, each
 // bounded by the node timeout. The lock is taken when a quorum of nodes set the key and
-// validity remains. Otherwise the nodes it may have set are released at once (those that
-// answered OK and those whose reply was lost), and TryLock reports false, nil when a quorum
-// of nodes answered (the lock is held elsewhere, or the attempt was too slow), or an error
-// wrapping ErrNoQuorum when fewer than a quorum answered. A lease below 1 ms, or too short to
-// outlast the drift allowance, is ErrInvalidTTL.
+// validity remains. Otherwise every node is released at once with the compare-and-delete
+// script, and TryLock reports false, nil when a quorum of nodes answered (the lock is held
+// elsewhere, or the attempt was too slow), or an error wrapping ErrNoQuorum when fewer than
+// a quorum answered. A lease below 1 ms, or too short to outlast the drift allowance, is
+// ErrInvalidTTL.
 //
 // Unlike a lock on one server, simultaneous TryLocks may all report false with nobody holding
 // the lock: they split the nodes (2, 2 and 1 of 5), none reaches a quorum, and each gives its
@@ -190,7 +190,7 @@ func (l *RedLock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
 	}
 	expired := !l.s.now().Before(until)
-	deleted, failed, errs := l.s.release(ctx, l.key, value, nil)
+	deleted, failed, errs := l.s.release(ctx, l.key, value)
 	switch {
 	case expired:
 		return fmt.Errorf("unlock %s: validity ran out at %s: %w", l.key, until.Format(time.RFC3339Nano), ErrNotHeld)
@@ -241,13 +241,14 @@ func (l *RedLock) attempt(ctx context.Context, lease time.Duration) (bool, error
 		l.mu.Unlock()
 		return true, nil
 	}
-	// Release at once wherever the key may have been set: where SET answered OK, and where
-	// its reply was lost (an error or the node timeout may hide a key that was set). A node
-	// that answered "exists" holds someone else's value and is left alone. The caller's ctx
-	// may be what ended the attempt, so the release does not depend on it.
-	if got > 0 || len(errs) > 0 {
-		_, _, _ = l.s.release(context.WithoutCancel(ctx), l.key, value, results)
-	}
+	// Release at once on every node, as the Redis documentation says: "even the instances
+	// it believed it was not able to lock". An error or the node timeout may hide a SET
+	// that ran, and even "exists" may be this attempt's own key: a client that resends a
+	// command whose reply was lost (go-redis does, unless MaxRetries is -1) gets "exists"
+	// from its own first SET. The value is fresh, so the compare-and-delete leaves another
+	// owner's key alone. The caller's ctx may be what ended the attempt, so the release
+	// does not depend on it.
+	_, _, _ = l.s.release(context.WithoutCancel(ctx), l.key, value)
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -258,14 +259,10 @@ func (l *RedLock) attempt(ctx context.Context, lease time.Duration) (bool, error
 	return false, nil
 }
 
-// release runs the compare-and-delete script on every node, or, given an attempt's results,
-// on the nodes where that attempt may have set the key; it counts the nodes that deleted the
-// key and those that did not answer.
-func (s *RedLocks) release(ctx context.Context, key, value string, attempt []nodeResult) (deleted, failed int, errs []error) {
-	results := s.each(ctx, s.timeout, func(ctx context.Context, i int, c RedisClient) (bool, error) {
-		if attempt != nil && !attempt[i].ok && attempt[i].err == nil {
-			return false, nil // SET NX answered that the key existed: not ours
-		}
+// release runs the compare-and-delete script on every node; it counts the nodes that
+// deleted the key and those that did not answer.
+func (s *RedLocks) release(ctx context.Context, key, value string) (deleted, failed int, errs []error) {
+	results := s.each(ctx, s.timeout, func(ctx context.Context, _ int, c RedisClient) (bool, error) {
 		n, err := unlockScript.Run(ctx, c, []string{key}, value).Int()
 		return n == 1, err
 	})

@@ -88,7 +88,7 @@ func playRedLockRestart(s *Scene, v Variant) error {
 				break
 			}
 			ra.close()
-			a.Note("no quorum (%d of 5 nodes): refused, releases what it set", set)
+			a.Note("no quorum (%d of 5 nodes): refused, runs the compare-and-delete on every node", set)
 			if !retry {
 				return nil
 			}
