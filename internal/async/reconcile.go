@@ -28,7 +28,9 @@ type Book struct {
 }
 
 // Drift is RedisStock + Pending + Orders − Initial: zero when the books agree; below zero
-// units are lost (under-sold), above zero sold twice.
+// units are lost (under-sold), above zero sold twice. A dead letter of an order the
+// database's stock was short of keeps its unit (async_dead.lua) and so takes one off a drift
+// above zero.
 func (b Book) Drift() int64 { return b.RedisStock + b.Pending + b.Orders - b.Initial }
 
 // Reconcile reads voucherID's books: Redis first (the stock and the stream in one script),

@@ -268,6 +268,7 @@ func TestDeadLetter(t *testing.T) {
 			msgs, err := f.rdb.XRange(ctx, dead, "-", "+").Result()
 			require.NoError(t, err)
 			assert.Equal(t, strconv.FormatInt(id, 10), msgs[0].Values["order"])
+			assert.Equal(t, "returned", msgs[0].Values["unit"], "a conflict's unit is free")
 			b := f.book(vid)
 			assert.Equal(t, int64(4), b.RedisStock, "the failed order's unit is back")
 			assert.Zero(t, b.Drift(), "books %+v", b)

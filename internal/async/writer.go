@@ -399,7 +399,7 @@ func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redi
 	for _, m := range msgs {
 		e, err := decodeEntry(m, voucherID)
 		if err != nil {
-			w.deadLetter(ctx, k, e, "malformed entry: "+err.Error())
+			w.deadLetter(ctx, k, e, "malformed entry: "+err.Error(), unitFree)
 			continue
 		}
 		es = append(es, e)
@@ -437,7 +437,11 @@ func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redi
 			w.dbDown()
 			return false
 		default:
-			w.fail(ctx, k, e, err.Error())
+			unit := unitFree
+			if errors.Is(err, ErrStockShort) {
+				unit = unitShort
+			}
+			w.fail(ctx, k, e, err.Error(), unit)
 			ok = false
 		}
 	}
@@ -513,7 +517,7 @@ func (w *Writer) settle(ctx context.Context, voucherID int64, k keys, es []Entry
 		case Existed:
 			done = append(done, e)
 		case Conflict:
-			w.fail(ctx, k, e, "the user already has another order of this voucher")
+			w.fail(ctx, k, e, "the user already has another order of this voucher", unitFree)
 			ok = false
 		}
 	}
@@ -552,10 +556,21 @@ func (w *Writer) unreachable(ctx context.Context, err error) bool {
 
 func (w *Writer) pingDB(ctx context.Context) error { return w.store.Ping(ctx) }
 
-// fail counts a refused attempt of e; at MaxAttempts it dead-letters e. An entry no longer
-// pending for this consumer (another claimed it, or settled it) is not counted: the count is
-// its owner's attempts.
-func (w *Writer) fail(ctx context.Context, k keys, e Entry, reason string) {
+// What a refusal by the database says of the order's unit, for async_dead.lua.
+const (
+	// unitFree: the database holds no unit for the order (its user has another row, or it
+	// refused the row itself): the unit Redis reserved is free again.
+	unitFree = "free"
+	// unitShort: the database's stock could not cover the order (ErrStockShort): Redis
+	// counted a unit the database does not have, and giving it back would admit another
+	// order that the database refuses too.
+	unitShort = "short"
+)
+
+// fail counts a refused attempt of e, unit saying what the refusal says of e's unit; at
+// MaxAttempts it dead-letters e. An entry no longer pending for this consumer (another
+// claimed it, or settled it) is not counted: the count is its owner's attempts.
+func (w *Writer) fail(ctx context.Context, k keys, e Entry, reason, unit string) {
 	n, err := attemptScript.Run(ctx, w.rdb, []string{k.stream, k.attempts}, w.cfg.Group, w.cfg.Consumer, e.StreamID).Int64()
 	if err != nil {
 		w.log.Warn("writer: count failed attempt", "order_id", e.OrderID, "err", err)
@@ -569,26 +584,28 @@ func (w *Writer) fail(ctx context.Context, k keys, e Entry, reason string) {
 	w.log.Warn("writer: the database refused an order", "order_id", e.OrderID, "user_id", e.UserID,
 		"voucher_id", e.VoucherID, "attempt", n, "max_attempts", w.cfg.MaxAttempts, "reason", reason)
 	if n >= int64(w.cfg.MaxAttempts) {
-		w.deadLetter(ctx, k, e, reason)
+		w.deadLetter(ctx, k, e, reason, unit)
 	}
 }
 
-// deadLetter moves e to the dead-letter stream and releases its reservation.
-func (w *Writer) deadLetter(ctx context.Context, k keys, e Entry, reason string) {
+// deadLetter moves e to the dead-letter stream and releases its reservation: its user, and
+// its unit unless unit is unitShort (see async_dead.lua).
+func (w *Writer) deadLetter(ctx context.Context, k keys, e Entry, reason, unit string) {
 	order, user := "", ""
 	if e.OrderID != 0 {
 		order, user = strconv.FormatInt(e.OrderID, 10), strconv.FormatInt(e.UserID, 10)
 	}
-	n, err := deadScript.Run(ctx, w.rdb, []string{k.stream, k.dead, k.sale, k.users, k.orders, k.attempts},
-		w.cfg.Group, w.cfg.Consumer, e.StreamID, order, user, e.VoucherID, e.At.UnixMilli(), reason).Int()
+	res, err := deadScript.Run(ctx, w.rdb, []string{k.stream, k.dead, k.sale, k.users, k.orders, k.attempts},
+		w.cfg.Group, w.cfg.Consumer, e.StreamID, order, user, e.VoucherID, e.At.UnixMilli(), reason, unit).Result()
 	if err != nil {
 		w.log.Error("writer: dead-letter an order", "order_id", e.OrderID, "err", err)
 		return
 	}
-	if n == 1 {
+	// 0: the entry is no longer this consumer's; else what became of the order's unit.
+	if became, ok := res.(string); ok {
 		w.metrics.deadLettered.Inc()
-		w.log.Error("writer: order dead-lettered, its reservation released", "order_id", e.OrderID,
-			"user_id", e.UserID, "voucher_id", e.VoucherID, "reason", reason)
+		w.log.Error("writer: order dead-lettered, its user released", "order_id", e.OrderID,
+			"user_id", e.UserID, "voucher_id", e.VoucherID, "reason", reason, "unit", became)
 	}
 }
 

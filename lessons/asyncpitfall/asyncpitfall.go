@@ -269,18 +269,20 @@ func (e *env) writeNew(ctx context.Context, consumer string) error {
 // dead-letter stream, its unit goes back to the stock and its user may order again; it does
 // nothing when the entry is not pending for consumer.
 func (e *env) deadLetter(ctx context.Context, consumer string, x entry, reason string) (bool, error) {
-	n, err := deadScript.Run(ctx, e.rdb, []string{e.k.stream, e.k.dead, e.k.sale, e.k.users, e.k.orders, e.k.attempts},
-		group, consumer, x.streamID, x.order, x.userID, voucherID, 1, reason).Int()
+	// "free": the lessons' refusals are conflicts (the user has a row), whose unit is free.
+	res, err := deadScript.Run(ctx, e.rdb, []string{e.k.stream, e.k.dead, e.k.sale, e.k.users, e.k.orders, e.k.attempts},
+		group, consumer, x.streamID, x.order, x.userID, voucherID, 1, reason, "free").Result()
 	if err != nil {
 		return false, err
 	}
+	_, dead := res.(string) // 0 when the entry is not consumer's, else what became of the unit
 	stock, _ := e.rdb.HGet(context.Background(), e.k.sale, "stock").Int64()
-	if n == 1 {
+	if dead {
 		e.say("%s: dead-letter order %d (%s): unit back, user %d released → Redis stock %d", consumer, x.order, reason, x.userID, stock)
 	} else {
 		e.say("%s: dead-letter order %d refused: the entry is not %s's", consumer, x.order, consumer)
 	}
-	return n == 1, nil
+	return dead, nil
 }
 
 // books reads the run's end state.

@@ -13,7 +13,9 @@
 -- async_dead.lua, finding no sale hash, gave its unit back to nobody, and the loader may have
 -- restored its user after async_dead.lua released it. Such an order's status is failed; its
 -- unit goes back here and its user is released again, in the same step that creates the hash,
--- so no dead letter can fall between the check and the stock it corrects.
+-- so no dead letter can fall between the check and the stock it corrects. The unit goes back
+-- whatever the refusal, a stock-short one too: ARGV[1] is the database's stock less this
+-- order, and the order is no longer pending.
 -- An order counted as pending whose status is missing (the orders hash was lost with the sale
 -- hash) gets its pending status back here, and only while its entry is still in the stream: a
 -- writer may have written and acknowledged it since the loader read the database (the
