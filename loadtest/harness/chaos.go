@@ -57,8 +57,20 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.Float64Var(&f.goroutines, "goroutines", 500, "bound of go_goroutines of each instance during a fault")
 	fs.Float64Var(&f.rateFactor, "rate-factor", 3, "capacity: the open-loop rate written to rate.txt is this × capacity")
 	fs.Float64Var(&f.goodput, "goodput", 0.9, "overload: orders/s must be at least this × capacity")
+	timeout := stepTimeout(fs, "the SQL verdict's database reads and the instances' /metrics")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// Every wait below has this deadline, besides the bounds of its own (the DSN's timeouts, a
+	// scrape's).
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	var wait dbWait
+	if f.dsn != "" {
+		var err error
+		if wait, err = newDBWait(f.dsn, *timeout); err != nil {
+			return fmt.Errorf("chaos-check: -dsn: %w", err)
+		}
 	}
 	c := &chaosCheck{w: stdout}
 	as, err := readAttempts(filepath.Join(f.dir, "requests.csv"))
@@ -88,7 +100,7 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if f.dsn != "" {
-		ok, err := chaosVerdict(ctx, stdout, f, as)
+		ok, err := chaosVerdict(ctx, stdout, f, wait, as)
 		if err != nil {
 			return err
 		}

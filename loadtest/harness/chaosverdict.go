@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/verdict"
 )
@@ -16,7 +15,8 @@ import (
 // and whose retry was answered 409 already_ordered with no id knows it has an order but not
 // its id (one with the id is in orders.log: knownOrders); the id is looked up in the database by (user, voucher), as such a client would look up its
 // orders, so that the row does not count as an order nobody was told of. Each is printed.
-func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) (bool, error) {
+// wait is the database's (-dsn): a failed call says what was waited for and which bound struck.
+func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, wait dbWait, as []attempt) (bool, error) {
 	summary, err := readSummary(filepath.Join(f.dir, "summary.json"))
 	if err != nil {
 		return false, err
@@ -25,7 +25,7 @@ func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) 
 	if err != nil {
 		return false, err
 	}
-	db, err := database.OpenMySQL(ctx, f.dsn, database.Pool{MaxOpen: 2})
+	db, err := wait.open(ctx)
 	if err != nil {
 		return false, fmt.Errorf("chaos verdict: %w", err)
 	}
@@ -35,7 +35,7 @@ func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) 
 	if len(lost) > 0 {
 		inDB, err := verdict.Orders(ctx, db, []int64{v.ID})
 		if err != nil {
-			return false, fmt.Errorf("chaos verdict: %w", err)
+			return false, fmt.Errorf("chaos verdict: %w", wait.err(ctx, "look up the orders of the users answered already_ordered in "+wait.db(), err))
 		}
 		byUser := map[int64]string{}
 		for id, o := range inDB {
@@ -51,7 +51,7 @@ func chaosVerdict(ctx context.Context, w io.Writer, f chaosFlags, as []attempt) 
 		fmt.Fprintf(w, "  %d users were answered 409 already_ordered without a 201 before (a lost reply); %d of their orders found by (user, voucher)\n", len(lost), found)
 	}
 	rep := report{Lock: summary.Lock, Facts: verdict.Facts{Client: "the chaos client", Counts: order.Counts{Orders: map[string]float64{}}}}
-	if err := dbFacts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
+	if err := wait.facts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
 		return false, fmt.Errorf("chaos verdict: %w", err)
 	}
 	if f.instancesFile != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
@@ -16,7 +17,7 @@ import (
 // struck; any other error is only wrapped. (TestVerifyHungDatabase provokes the first two
 // against a frozen mariadbd.)
 func TestDBWaitNamesTheBound(t *testing.T) {
-	w, err := newDBWait("root:@tcp(127.0.0.1:16306)/x?timeout=1s", "-timeout 5m0s")
+	w, err := newDBWait("root:@tcp(127.0.0.1:16306)/x?timeout=1s", 5*time.Minute)
 	require.NoError(t, err)
 	expired, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -43,7 +44,7 @@ func TestDBWaitNamesTheBound(t *testing.T) {
 		assert.EqualError(t, got, tt.want, tt.name)
 		assert.ErrorIs(t, got, tt.err, tt.name)
 	}
-	_, err = newDBWait("root:@tcp(127.0.0.1:16306)/x?readTimeout=-1s", "")
+	_, err = newDBWait("root:@tcp(127.0.0.1:16306)/x?readTimeout=-1s", time.Minute)
 	assert.ErrorContains(t, err, "readTimeout=-1s")
 }
 

@@ -7,7 +7,7 @@
 //	harness verify   -dsn DSN -summary run/loadtest/summary.json -orders run/loadtest/orders.log -instances run/cluster/instances [-expect-failure] [-timeout 5m]
 //	harness baseline -dsn DSN [-workers 64] [-duration 20s]
 //	harness load -url URL -out DIR [-mode open -rate 50 | -mode closed -workers 64] [-retry]
-//	harness chaos-check -experiment NAME -dir DIR -events FILE -dsn DSN ...
+//	harness chaos-check -experiment NAME -dir DIR -events FILE -dsn DSN [-timeout 5m] ...
 //	harness rate     -url URL -voucher ID -rate 5000 -duration 10s [-out FILE]
 //	harness drain    -dsn DSN -redis ADDR -voucher ID [-timeout 2m]
 //	harness chart    -in run/scaling/points.csv -out docs/loadtest-scaling.svg

@@ -38,8 +38,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&av.redisAddr, "redis", "127.0.0.1:6379", "the instances' Redis (async runs: the books, the streams, the dead letters)")
 	fs.StringVar(&av.url, "url", "", "async runs: where to ask GET /api/orders/{id} for every accepted order (nginx); empty: not asked")
 	fs.DurationVar(&av.drainTimeout, "drain-timeout", 60*time.Second, "async runs: how long the writers may take to write every accepted order")
-	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the whole step: the writers' drain (-drain-timeout), every database and Redis read, "+
-		"the instances' /metrics and the GET poll; a store that hangs fails the verdict, naming what was waited for")
+	timeout := stepTimeout(fs, "the writers' drain (-drain-timeout), every database and Redis read, the instances' /metrics and the GET poll")
 	fs.Float64Var(&av.killedHolding, "killed-holding", -1, "async runs: an instance was killed holding this many delivered, unacknowledged orders; "+
 		"the survivors must have claimed at least as many, and 0 fails (the claim went untested); < 0: no kill")
 	if err := fs.Parse(args); err != nil {
@@ -49,11 +48,10 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("verify: -timeout %s must exceed -drain-timeout %s: the drain is one of its waits", *timeout, av.drainTimeout)
 	}
 	// Every wait below has this deadline, besides the bounds of its own (the DSN's timeouts,
-	// the drain's, a scrape's, the poll's): without it a store that answers, slowly, every
-	// read just inside its timeout would hold the verdict without end.
+	// the drain's, a scrape's, the poll's).
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	wait, err := newDBWait(*dsn, fmt.Sprintf("-timeout %s", *timeout))
+	wait, err := newDBWait(*dsn, *timeout)
 	if err != nil {
 		return fmt.Errorf("verify: -dsn: %w", err)
 	}
@@ -69,9 +67,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	db, err := database.OpenMySQL(ctx, *dsn, database.Pool{MaxOpen: 2})
+	db, err := wait.open(ctx)
 	if err != nil {
-		return fmt.Errorf("verify: %w", wait.err(ctx, "open "+wait.db(), err))
+		return fmt.Errorf("verify: %w", err)
 	}
 	defer db.Close()
 
@@ -88,8 +86,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 	}
-	if err := dbFacts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
-		return fmt.Errorf("verify: %w", wait.err(ctx, "read the run's vouchers and orders from "+wait.db(), err))
+	if err := wait.facts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
 	var ac asyncCounts
 	for _, u := range urls {
