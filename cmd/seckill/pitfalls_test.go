@@ -28,7 +28,7 @@ func TestRunPitfallsOne(t *testing.T) {
 		"== 5. Unlock by plain DEL (plain-del)",
 		"A deletes B's lock",
 		"outcome: FAILS, as the articles say — B and C both inside the critical section from t=9 to t=10",
-		"outcome: holds — never two inside the critical section; the lock refused C at t=9",
+		"outcome: holds — the lock let in A, then B, one at a time, and refused C at t=9",
 		"all 4 runs as expected",
 	} {
 		assert.Contains(t, out, want)

@@ -49,6 +49,11 @@ client receives, with a barrier (a ping of its own) before it reads them.
 The locks are in lessons/pitfall, one file per pitfall; none of them is wired into the
 service, and the lessons use package lock only as any of its users would.
 
+A fix *holds* when its run shows neither the wrong lock's failure nor a lock that does no
+work: the clients its script expects to get in do get in (the others are meant to be
+refused), and the order lessons place the user's one order. A lock that refused everyone
+would never let two in, and would still be no fix.
+
 Each pitfall's **Source** names the article by number and the section by its heading:
 
 | # | Article |

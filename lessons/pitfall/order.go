@@ -98,9 +98,12 @@ func (l loggedLock) Unlock(ctx context.Context) error {
 	return err
 }
 
-// orderVerdict judges pitfalls 1 and 8: more than one order for the user is the failure.
-func orderVerdict(user int) func(*Scene, []Event, Variant) Verdict {
-	return func(s *Scene, events []Event, _ Variant) Verdict {
+// orderVerdict judges pitfalls 1 and 8: more than one order for the user is the failure. A
+// fix must also place the one order the user asked for, and let into the critical section
+// exactly the actors its script promises (entrants, as exclusionVerdict): a lock that
+// refuses every request never duplicates an order either.
+func orderVerdict(user int, entrants ...string) func(*Scene, []Event, Variant) Verdict {
+	return func(s *Scene, events []Event, v Variant) Verdict {
 		n := s.db.Orders(user)
 		os := overlaps(events)
 		if n > 1 {
@@ -110,10 +113,18 @@ func orderVerdict(user int) func(*Scene, []Event, Variant) Verdict {
 			}
 			return Verdict{Violated: true, Outcome: out}
 		}
-		out := fmt.Sprintf("user %d has %d order", user, n)
+		out := fmt.Sprintf("user %d has %d order%s", user, n, plural(n))
+		if !v.Wrong {
+			if n == 0 {
+				return Verdict{Violated: true, Outcome: out + ", where the script expects 1" + refusalSuffix(events)}
+			}
+			if short := entryShortfall(events, entrants); short != "" {
+				return Verdict{Violated: true, Outcome: out + ", but " + short + refusalSuffix(events)}
+			}
+		}
 		if len(os) > 0 {
 			return Verdict{Outcome: out + ", though " + joinOverlaps(os)}
 		}
-		return Verdict{Outcome: out + "; never two inside the critical section" + refusalSuffix(events)}
+		return Verdict{Outcome: out + "; " + admissions(events)}
 	}
 }

@@ -20,7 +20,7 @@ var inProcess = &Pitfall{
 		"The second request is refused (order_in_progress) while the first is inside.",
 	Variants: wrongFix("lock.LocalLocks, one per instance", "lock.SimpleRedisLock shared through Redis"),
 	play:     playInProcess,
-	judge:    orderVerdict(1),
+	judge:    orderVerdict(1, "A"),
 }
 
 func playInProcess(s *Scene, v Variant) error {

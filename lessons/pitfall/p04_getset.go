@@ -26,7 +26,7 @@ var getsetTimestamp = &Pitfall{
 		"by the server's clock alone, nobody takes a live lock over, and the release checks the owner.",
 	Variants: wrongFix("SETNX expiry-timestamp; GET; GETSET takeover; DEL", "lock.SimpleRedisLock (SET NX PX)"),
 	play:     playGetset,
-	judge:    exclusionVerdict,
+	judge:    exclusionVerdict("A", "B"),
 }
 
 // timestampLock is the expiry-timestamp lock with its GETSET takeover.

@@ -28,7 +28,7 @@ var plainDel = &Pitfall{
 			return l
 		})
 	},
-	judge: exclusionVerdict,
+	judge: exclusionVerdict("A", "B"),
 }
 
 // plainDelLock is hmdp's first SimpleRedisLock: the owner is in the value, but the

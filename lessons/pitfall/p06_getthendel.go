@@ -31,7 +31,7 @@ var getThenDel = &Pitfall{
 			return pausedUnlock{Lock: l, t: a, point: "unlock-gap"}
 		})
 	},
-	judge: exclusionVerdict,
+	judge: exclusionVerdict("A", "B"),
 }
 
 // getDelLock releases by GET, compare, DEL: two commands, with a pause point between.

@@ -20,7 +20,7 @@ var unlockBeforeCommit = &Pitfall{
 		"B is refused while A is inside; when B retries after A's commit, the check finds A's order: already_ordered.",
 	Variants: wrongFix("lock.SimpleRedisLock, unlocked before COMMIT", "lock.SimpleRedisLock, unlocked after COMMIT"),
 	play:     playUnlockBeforeCommit,
-	judge:    orderVerdict(1),
+	judge:    orderVerdict(1, "A", "B"),
 }
 
 func playUnlockBeforeCommit(s *Scene, v Variant) error {

@@ -24,7 +24,7 @@ var clockSkew = &Pitfall{
 		"lease is then measured on one clock, the server's, whatever the clients' clocks say.",
 	Variants: wrongFix("SET NX PXAT <client clock + ttl>", "lock.SimpleRedisLock (SET NX PX ttl)"),
 	play:     playClockSkew,
-	judge:    exclusionVerdict,
+	judge:    exclusionVerdict("A"),
 }
 
 // pxatLock sets an absolute deadline computed on its own clock.

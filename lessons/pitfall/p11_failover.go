@@ -34,7 +34,7 @@ var failover = &Pitfall{
 	NeedsServerBin: true,
 	play:           playFailover,
 	judge: func(s *Scene, events []Event, v Variant) Verdict {
-		out := exclusionVerdict(s, events, v)
+		out := exclusionVerdict("B")(s, events, v)
 		if e, ok := firstEvent(events, func(e Event) bool { return strings.Contains(e.What, "no replica acknowledged") }); ok && !out.Violated {
 			out.Outcome += fmt.Sprintf("; %s did not count its unreplicated lock (t=%d)", e.Actor, e.T)
 		}

@@ -39,7 +39,7 @@ var multiExec = &Pitfall{
 			return watchDelLock{SimpleRedisLock: l, c: a.Redis, process: a.Process, t: a}
 		})
 	},
-	judge: exclusionVerdict,
+	judge: exclusionVerdict("A", "B"),
 }
 
 // multiDelLock releases with GET and DEL queued in one MULTI block.

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Pitfall is one wrong way to build a Redis lock, from the articles, with its fix.
@@ -171,26 +173,86 @@ func wrongFix(wrong, fix string) []Variant {
 	return []Variant{{Name: "wrong", Label: wrong, Wrong: true}, {Name: "fix", Label: fix}}
 }
 
-// exclusionVerdict judges the pitfalls whose failure is two actors inside at once.
-func exclusionVerdict(_ *Scene, events []Event, _ Variant) Verdict {
-	if os := overlaps(events); len(os) > 0 {
-		return Verdict{Violated: true, Outcome: joinOverlaps(os)}
+// exclusionVerdict judges the pitfalls whose failure is two actors inside at once. Exclusion
+// alone is not enough for a fix: a lock that refuses everyone never lets two in. So a fix must
+// also let into the critical section exactly the actors its script promises, in that order
+// (entrants); the others are meant to be refused. The wrong lock is judged on exclusion only,
+// so that it fails for the reason its lesson tells.
+func exclusionVerdict(entrants ...string) func(*Scene, []Event, Variant) Verdict {
+	return func(_ *Scene, events []Event, v Variant) Verdict {
+		if os := overlaps(events); len(os) > 0 {
+			return Verdict{Violated: true, Outcome: joinOverlaps(os)}
+		}
+		if short := entryShortfall(events, entrants); short != "" && !v.Wrong {
+			return Verdict{Violated: true, Outcome: "never two inside the critical section, but " + short + refusalSuffix(events)}
+		}
+		return Verdict{Outcome: admissions(events)}
 	}
-	return Verdict{Outcome: "never two inside the critical section" + refusalSuffix(events)}
 }
+
+// entered returns the actors that entered the critical section, in order of entry.
+func entered(events []Event) []string {
+	var who []string
+	for _, e := range events {
+		if e.Kind == KindEnter {
+			who = append(who, e.Actor)
+		}
+	}
+	return who
+}
+
+// entryShortfall says how the actors that entered the critical section differ from want, the
+// progress a fix's script promises; "" when they are the same.
+func entryShortfall(events []Event, want []string) string {
+	got := entered(events)
+	if slices.Equal(got, want) {
+		return ""
+	}
+	in := "nobody"
+	if len(got) > 0 {
+		in = joinThen(got)
+	}
+	return fmt.Sprintf("the lock let in %s where the script expects %s", in, joinThen(want))
+}
+
+// admissions describes a run where exclusion held: whom the lock let in, one at a time,
+// and whom it turned away.
+func admissions(events []Event) string {
+	var out string
+	switch got := entered(events); len(got) {
+	case 0:
+		out = "the lock let in nobody"
+	case 1:
+		out = "the lock let in only " + got[0]
+	default:
+		out = "the lock let in " + joinThen(got) + ", one at a time"
+	}
+	if r := refusals(events); len(r) > 0 {
+		out += ", and refused " + joinAnd(r)
+	}
+	return out
+}
+
+// joinThen lists xs in order: "A", "A, then B".
+func joinThen(xs []string) string { return strings.Join(xs, ", then ") }
 
 // refusalSuffix names who the lock turned away, to say how exclusion held.
 func refusalSuffix(events []Event) string {
+	if r := refusals(events); len(r) > 0 {
+		return "; the lock refused " + joinAnd(r)
+	}
+	return ""
+}
+
+// refusals lists the refused lock requests: "C at t=9".
+func refusals(events []Event) []string {
 	var who []string
 	for _, e := range events {
 		if e.Refused {
 			who = append(who, fmt.Sprintf("%s at t=%d", e.Actor, e.T))
 		}
 	}
-	if len(who) == 0 {
-		return ""
-	}
-	return "; the lock refused " + joinAnd(who)
+	return who
 }
 
 func joinAnd(xs []string) string {
