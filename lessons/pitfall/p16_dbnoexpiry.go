@@ -19,8 +19,9 @@ import (
 // and nobody gets the lock again (no expiry: the lock's "no dead lock" property is lost). The
 // fix is lock.MySQLLock: the row carries its expiry, and an expired row passes to the next
 // owner through one conditional UPDATE (… WHERE name = ? AND expires_at < now), which the
-// database runs atomically; never a sweeper that deletes expired rows for contenders to
-// race to insert again.
+// database runs atomically. Not a sweeper job that reads which rows have expired and deletes
+// them afterwards: between its read and its DELETE the row may have passed to a new holder,
+// whose live lock the DELETE then removes without a word to it.
 var dbNoExpiry = &Pitfall{
 	Num: "16", Name: "db-no-expiry", Title: "A database lock row left by a crashed holder",
 	Source: "004 基于数据库的实现方式, problem 3 (没有锁失效机制: the row of a holder that crashed stays forever)",
@@ -32,9 +33,13 @@ var dbNoExpiry = &Pitfall{
 		"`expires_at`, written with the database's own clock. Once A's lease has run out, B takes the row over " +
 		"with one conditional UPDATE (`… WHERE name = ? AND (owner = '' OR expires_at < now)`), which the " +
 		"database runs atomically, so of many contenders exactly one wins, and the row's version, B's fencing " +
-		"token, grows from 1 to 2. The article's own suggestion, a job that deletes expired rows, would let two " +
-		"contenders each insert after the delete; the takeover never deletes. Runs on the embedded SQLite here, " +
-		"and on MariaDB in `make test-integration`.",
+		"token, grows from 1 to 2. The article's own suggestion, a job that deletes timed-out rows, has a race of " +
+		"its own. The unique index still lets only one contender insert after a delete, but the job decides on what " +
+		"it read (A's row is old) and deletes later, by name. If meanwhile another run of the job (a second " +
+		"instance, or the next tick while this one stalls) has deleted A's row and B has inserted its own, the " +
+		"stale DELETE removes B's live row: B is not told and works on, and C inserts and gets in beside it. The " +
+		"takeover never deletes: its UPDATE checks the expiry and changes the owner in one statement. Runs on the " +
+		"embedded SQLite here, and on MariaDB in `make test-integration`.",
 	Variants:   wrongFix("INSERT into method_lock / DELETE (no expiry)", "lock.MySQLLock (expires_at, conditional UPDATE takeover)"),
 	ownBackend: true,
 	play:       playDBNoExpiry,
