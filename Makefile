@@ -118,7 +118,7 @@ compose-config:
 	docker-compose config -q
 
 ## capacity: the sync path's closed-loop ceiling through nginx (wrk, 64 connections, every order a new
-## user) and the DB baseline right after it, printed as a ratio (~2 min; docs/loadtest.md#capacity)
+## user) and the DB baseline right after it, printed as a ratio (~1 min; docs/loadtest.md#capacity)
 .PHONY: capacity
 capacity:
 	scripts/capacity.sh

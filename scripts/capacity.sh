@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # capacity.sh — the synchronous order path's closed-loop ceiling (what `make capacity` runs), as a
-# ratio of the DB baseline measured in the same run, in about two minutes:
+# ratio of the DB baseline measured in the same run, in about a minute:
 #   1. scripts/cluster.sh up (2 instances + nginx), a voucher with more stock than can sell;
 #   2. ROUNDS times, back to back:
 #      a. wrk through nginx: CONNECTIONS connections in a closed loop (each sends its next order
