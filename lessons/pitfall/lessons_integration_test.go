@@ -46,10 +46,3 @@ func TestPitfallZooKeeperLessons(t *testing.T) {
 func TestPitfallDBNoExpiryMySQL(t *testing.T) {
 	assertPitfall(t, dbNoExpiry, Env{MySQLDSN: testenv.MySQLDSN(t)})
 }
-
-// TestPitfallUnlockBeforeCommitMySQL runs pitfall 8, whose fix is the service's order path,
-// with the order store on the real MariaDB/MySQL: there the service's transaction is a
-// MySQL one (a consistent snapshot, the existing-order check at the unique key).
-func TestPitfallUnlockBeforeCommitMySQL(t *testing.T) {
-	assertPitfall(t, unlockBeforeCommit, Env{MySQLDSN: testenv.MySQLDSN(t)})
-}

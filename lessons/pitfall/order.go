@@ -98,14 +98,13 @@ func (l loggedLock) Unlock(ctx context.Context) error {
 	return err
 }
 
-// orderVerdict judges pitfalls 1 and 8: more than one order for the user is the failure, and
-// so is a duplicate that only the database's unique key stopped (on the service's path). A
-// fix must also place the one order the user asked for, with never two requests inside at
-// once, and let into the critical section exactly the actors its script promises (entrants,
-// as exclusionVerdict): a lock that refuses every request never duplicates an order either.
+// orderVerdict judges pitfalls 1 and 8: more than one order for the user is the failure. A
+// fix must also place the one order the user asked for, and let into the critical section
+// exactly the actors its script promises (entrants, as exclusionVerdict): a lock that
+// refuses every request never duplicates an order either.
 func orderVerdict(user int, entrants ...string) func(*Scene, []Event, Variant) Verdict {
 	return func(s *Scene, events []Event, v Variant) Verdict {
-		n, dup := s.orderCounts(user)
+		n := s.db.Orders(user)
 		os := overlaps(events)
 		if n > 1 {
 			out := fmt.Sprintf("user %d has %d orders", user, n)
@@ -115,17 +114,7 @@ func orderVerdict(user int, entrants ...string) func(*Scene, []Event, Variant) V
 			return Verdict{Violated: true, Outcome: out}
 		}
 		out := fmt.Sprintf("user %d has %d order%s", user, n, plural(n))
-		if dup > 0 {
-			out += fmt.Sprintf(" only because uk_user_voucher refused %v duplicate%s the lock let through", dup, plural(int(dup)))
-			if len(os) > 0 {
-				out += ": " + joinOverlaps(os)
-			}
-			return Verdict{Violated: true, Outcome: out}
-		}
 		if !v.Wrong {
-			if len(os) > 0 {
-				return Verdict{Violated: true, Outcome: out + ", but " + joinOverlaps(os)}
-			}
 			if n == 0 {
 				return Verdict{Violated: true, Outcome: out + ", where the script expects 1" + refusalSuffix(events)}
 			}
@@ -138,14 +127,4 @@ func orderVerdict(user int, entrants ...string) func(*Scene, []Event, Variant) V
 		}
 		return Verdict{Outcome: out + "; " + admissions(events)}
 	}
-}
-
-// orderCounts returns user's committed orders and the duplicates only the database's unique
-// key stopped: from the lesson's table, or from what the script read of the service's
-// database when the run used the service (pitfall 8's fix).
-func (s *Scene) orderCounts(user int) (orders int, dupByDB float64) {
-	if s.orders != nil {
-		return s.orders.orders, s.orders.dupByDB
-	}
-	return s.db.Orders(user), 0
 }

@@ -50,11 +50,10 @@ var dbNoExpiry = &Pitfall{
 // script waits until the database itself says the row has expired.
 const dbLease = 200 * time.Millisecond
 
-// lessonDB is a lesson's database (pitfalls 8 and 16): a fresh embedded SQLite, or the
-// MySQL/MariaDB of Env.MySQLDSN, migrated.
+// lessonDB is the lesson's database: a fresh embedded SQLite, or the MySQL/MariaDB of
+// Env.MySQLDSN, migrated.
 type lessonDB struct {
 	db      *sql.DB
-	orm     *database.DB // the same database, for the service's stores
 	dialect migrations.Dialect
 	close   func() error
 }
@@ -94,7 +93,7 @@ func openLessonDB(ctx context.Context, env Env) (*lessonDB, error) {
 	if err != nil {
 		return nil, errors.Join(err, closeAll())
 	}
-	return &lessonDB{db: raw, orm: d, dialect: d.Dialect, close: closeAll}, nil
+	return &lessonDB{db: raw, dialect: d.Dialect, close: closeAll}, nil
 }
 
 // nowSQL is the database's clock, in the format the lock's expires_at is compared with.

@@ -72,8 +72,7 @@ type Env struct {
 	// lessons cannot run.
 	ZooKeeperAddr string
 	// MySQLDSN is a MySQL or MariaDB database (a go-sql-driver DSN naming a database that
-	// exists) for the database lessons (16, and 8's fix on the service's order path). Empty:
-	// an embedded SQLite database per run.
+	// exists) for the database lesson. Empty: an embedded SQLite database per run.
 	MySQLDSN string
 }
 

@@ -26,13 +26,12 @@ type Scene struct {
 	ns  string // key namespace: "" on a fresh embedded server, unique on a shared real one
 	env Env
 
-	db      *OrderDB       // pitfalls 1 and 8
-	orders  *serviceOrders // pitfall 8's fix: the service's order path
-	storage *Storage       // pitfall 7
-	t0      time.Time      // the server's clock when the script started it (pitfalls 4, 10)
-	tokens  int            // tokens drawn so far
-	cluster *cluster       // pitfall 11's primary and replica
-	herd    *herdStats     // pitfall 17's counts
+	db      *OrderDB   // pitfalls 1 and 8
+	storage *Storage   // pitfall 7
+	t0      time.Time  // the server's clock when the script started it (pitfalls 4, 10)
+	tokens  int        // tokens drawn so far
+	cluster *cluster   // pitfall 11's primary and replica
+	herd    *herdStats // pitfall 17's counts
 	// teardown runs after the actors have ended, last added first: the lessons' own
 	// backends (RedLock's nodes, ZooKeeper clients, a database).
 	teardown []func() error
