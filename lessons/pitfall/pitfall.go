@@ -215,6 +215,21 @@ func entryShortfall(events []Event, want []string) string {
 	return fmt.Sprintf("the lock let in %s where the script expects %s", in, joinThen(want))
 }
 
+// counterShortfall says how a run of a counter lesson falls short of the progress a fix's
+// script promises: entrants inside, in that order, and the storage accepting writer's
+// increment; "" when it does not.
+func counterShortfall(events []Event, writer string, entrants ...string) string {
+	if short := entryShortfall(events, entrants); short != "" {
+		return short
+	}
+	if _, ok := firstEvent(events, func(e Event) bool {
+		return e.Actor == writer && e.To == "Storage" && e.Reply == "accepted"
+	}); !ok {
+		return "the storage accepted no write from " + writer + ", where the script expects one"
+	}
+	return ""
+}
+
 // admissions describes a run where exclusion held: whom the lock let in, one at a time,
 // and whom it turned away.
 func admissions(events []Event) string {
