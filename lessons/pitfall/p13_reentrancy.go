@@ -104,7 +104,10 @@ func playReentrancy(s *Scene, v Variant) error {
 	return nil
 }
 
-func reentrancyVerdict(_ *Scene, events []Event, _ Variant) Verdict {
+// reentrancyVerdict judges pitfall 13: a holder refused by its own lock is the failure. A fix
+// must also let the holder's nested call run: a lock that refuses the nested call without
+// saying whose lock refused it, or that lets nobody in, leaves no such refusal either.
+func reentrancyVerdict(_ *Scene, events []Event, v Variant) Verdict {
 	if e, ok := firstEvent(events, func(e Event) bool { return e.Refused && strings.Contains(e.Note, "already holds") }); ok {
 		return Verdict{Violated: true, Outcome: fmt.Sprintf("%s refused at t=%d by the lock it holds itself", e.Actor, e.T)}
 	}
@@ -112,6 +115,14 @@ func reentrancyVerdict(_ *Scene, events []Event, _ Variant) Verdict {
 		return Verdict{Violated: true, Outcome: joinOverlaps(os)}
 	}
 	out := "never two inside the critical section" + refusalSuffix(events)
+	if !v.Wrong {
+		if short := entryShortfall(events, []string{"A"}); short != "" {
+			return Verdict{Violated: true, Outcome: out + ", but " + short}
+		}
+		if _, ok := firstEvent(events, func(e Event) bool { return e.Actor == "A" && e.What == "createOrder runs" }); !ok {
+			return Verdict{Violated: true, Outcome: out + ", but A's nested createOrder did not run, where the script expects it to"}
+		}
+	}
 	if e, ok := firstEvent(events, noteContains("hold count 2")); ok {
 		out = fmt.Sprintf("%s re-entered at t=%d (hold count 2); %s", e.Actor, e.T, out)
 	}
