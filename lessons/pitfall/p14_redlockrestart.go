@@ -74,7 +74,9 @@ func playRedLockRestart(s *Scene, v Variant) error {
 	act := func(ctx context.Context, a *Actor, retry bool) error {
 		var ra *redlockActor
 		var lk *lock.RedLock
-		for {
+		// A retry comes once the script has let A release (and node3 rejoin): a lock that
+		// refuses again would refuse forever, so the client gives up and the verdict says so.
+		for tries := 0; ; tries++ {
 			ra = newRedLockActor(s, a, nodes)
 			lk = ra.locks(timeout).RedLock(name)
 			ok, err := lk.TryLock(ctx, lease)
@@ -90,6 +92,10 @@ func playRedLockRestart(s *Scene, v Variant) error {
 			ra.close()
 			a.Note("no quorum (%d of 5 nodes): refused, runs the compare-and-delete on every node", set)
 			if !retry {
+				return nil
+			}
+			if tries > 0 {
+				a.Note("refused again after A released: gives up")
 				return nil
 			}
 			a.Point("refused")
@@ -172,11 +178,16 @@ func playRedLockRestart(s *Scene, v Variant) error {
 	return nil
 }
 
-func redlockVerdict(_ *Scene, events []Event, _ Variant) Verdict {
+// redlockVerdict judges pitfall 14: two holding the RedLock at once is the failure. A fix must
+// also let B in once A has released: a lock that refuses B forever never lets two in either.
+func redlockVerdict(_ *Scene, events []Event, v Variant) Verdict {
 	if os := overlaps(events); len(os) > 0 {
 		return Verdict{Violated: true, Outcome: joinOverlaps(os) + ": each counted a quorum of 3 of 5 nodes, node3 in both"}
 	}
 	out := "never two inside the critical section"
+	if short := entryShortfall(events, []string{"A", "B"}); short != "" && !v.Wrong {
+		return Verdict{Violated: true, Outcome: out + ", but " + short + refusalSuffix(events)}
+	}
 	if e, ok := firstEvent(events, func(e Event) bool { return e.Actor == "B" && strings.HasPrefix(e.What, "no quorum") }); ok {
 		out += fmt.Sprintf("; B found no quorum at t=%d", e.T)
 	}
