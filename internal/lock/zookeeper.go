@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,10 +31,10 @@ type ZooKeeperOptions struct {
 	// when empty. Two processes must never share one.
 	Process string
 	// SessionTimeout is the session timeout asked of the server, which bounds it (by default
-	// between 2 and 20 ticks; 4 s to 60 s on the server scripts/services.sh runs).
-	// It also bounds every single ZooKeeper call. DefaultZooKeeperSessionTimeout when zero.
-	// Keep it within the server's bounds: a server that lowers it would expire the session
-	// sooner than the client reckons when it decides the holds are lost.
+	// between 2 and 20 ticks; 4 s to 60 s on the server scripts/services.sh runs) and
+	// grants the result in its connect reply. The client reckons with the granted timeout:
+	// it decides the holds are lost, and gives up a single ZooKeeper call, by the session
+	// the server keeps, not the one asked for. DefaultZooKeeperSessionTimeout when zero.
 	SessionTimeout time.Duration
 	// Root is the node under which lock name n has its parent node Root/n (n path-escaped).
 	// DefaultZooKeeperRoot when empty.
@@ -55,12 +56,12 @@ type ZooKeeperClient struct {
 	addrs   []string
 	process string
 	root    string
-	timeout time.Duration
 	tokens  bool // learn each node's czxid, its fencing token (not ZooKeeperOptions.NoTokens)
 	acl     []zk.ACL
 	sess    *zkSession
 
 	lastRead atomic.Int64 // unix nanoseconds of the last bytes received from the server
+	granted  atomic.Int64 // the session timeout in the connection's connect reply; 0 before it
 
 	mu     sync.Mutex // guards closed and adding to wg
 	closed bool
@@ -117,7 +118,6 @@ func newZooKeeperClient(ctx context.Context, addrs []string, opts ZooKeeperOptio
 		addrs:   append([]string(nil), addrs...),
 		process: opts.Process,
 		root:    opts.Root,
-		timeout: opts.SessionTimeout,
 		tokens:  !opts.NoTokens,
 		acl:     zk.WorldACL(zk.PermAll),
 		done:    make(chan struct{}),
@@ -145,14 +145,20 @@ func newZooKeeperClient(ctx context.Context, addrs []string, opts ZooKeeperOptio
 			return
 		}
 		var id int64
+		timeout := opts.SessionTimeout
 		if ev.State == zk.StateHasSession {
 			<-ready
 			id = conn.SessionID()
+			// go-zookeeper reads the connect reply on this goroutine before it reports
+			// the session, so the reply's timeout is recorded by now.
+			if g := time.Duration(c.granted.Load()); g > 0 {
+				timeout = g
+			}
 		}
 		if hooks.sessionEvent != nil {
 			hooks.sessionEvent(ev.State)
 		}
-		c.sess.event(ev.State, id)
+		c.sess.event(ev.State, id, timeout)
 		if ev.State == zk.StateHasSession {
 			// After the session is recorded: the client is Connected once
 			// NewZooKeeperClient returns, so a readiness check made at once passes.
@@ -169,7 +175,8 @@ func newZooKeeperClient(ctx context.Context, addrs []string, opts ZooKeeperOptio
 			if err != nil {
 				return nil, err
 			}
-			return &zkReadClock{Conn: nc, last: &c.lastRead}, nil
+			c.granted.Store(0) // a connection's session is the one its own reply grants
+			return &zkServerConn{Conn: nc, last: &c.lastRead, granted: &c.granted}, nil
 		}),
 		zk.WithEventCallback(callback),
 		zk.WithLogger(zkLogger{logger}),
@@ -236,18 +243,50 @@ func (c *ZooKeeperClient) spawn(f func()) bool {
 	return true
 }
 
-// zkReadClock records when bytes last arrived from the server (see zkSession).
-type zkReadClock struct {
+// zkServerConn is a connection to a server, as the client reads it: it records when bytes
+// last arrived (see zkSession) and the session timeout the server granted in its connect
+// reply, the first frame it sends. go-zookeeper keeps the granted timeout to itself; the
+// server may have clamped the one asked for to its minSessionTimeout or maxSessionTimeout.
+// go-zookeeper reads a connection from one goroutine at a time, so reply needs no lock.
+type zkServerConn struct {
 	net.Conn
-	last *atomic.Int64
+	last    *atomic.Int64
+	granted *atomic.Int64
+	reply   []byte // the connect reply's bytes so far; nil once it was read
+	replied bool
 }
 
-func (r *zkReadClock) Read(b []byte) (int, error) {
+func (r *zkServerConn) Read(b []byte) (int, error) {
 	n, err := r.Conn.Read(b)
 	if n > 0 {
 		r.last.Store(time.Now().UnixNano())
+		if !r.replied {
+			r.reply = append(r.reply, b[:n]...)
+			if d, done := zkGrantedTimeout(r.reply); done {
+				r.replied, r.reply = true, nil
+				if d > 0 {
+					r.granted.Store(int64(d))
+				}
+			}
+		}
 	}
 	return n, err
+}
+
+// zkGrantedTimeout reads the session timeout out of the start of a connection's stream, the
+// connect reply: its length (int32), then protocolVersion (int32), timeOut (int32,
+// milliseconds), sessionId (int64) and passwd. done is false until those bytes are there; d is
+// 0 for a reply that grants no session (session id 0: the one asked for expired).
+func zkGrantedTimeout(stream []byte) (d time.Duration, done bool) {
+	if len(stream) < 4+16 {
+		return 0, false
+	}
+	r := stream[4:]
+	ms := int32(binary.BigEndian.Uint32(r[4:8]))
+	if id := int64(binary.BigEndian.Uint64(r[8:16])); id == 0 || ms <= 0 {
+		return 0, true
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // zkLogger hands go-zookeeper's log lines to slog.

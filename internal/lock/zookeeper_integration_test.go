@@ -429,14 +429,22 @@ func TestZooKeeperSessionExpiry(t *testing.T) {
 
 // zkTap dials the server for a client, reads the session id and password out of each
 // connect reply, and can refuse new connections and cut the one open (a partition as the
-// client sees it).
+// client sees it), or swallow the client's requests of one kind.
 type zkTap struct {
 	mu      sync.Mutex
 	id      int64
 	passwd  []byte
 	refused bool
 	conns   []net.Conn
+	opcode  atomic.Int32 // the requests swallowed; 0 none
 }
+
+// zkOpDelete is the opcode of a delete request (go-zookeeper's opDelete).
+const zkOpDelete = 2
+
+// swallow makes the client's connections drop every request with opcode op unsent, while
+// reporting it written: the server never answers it, and goes on answering the rest.
+func (p *zkTap) swallow(op int32) { p.opcode.Store(op) }
 
 func (p *zkTap) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
 	p.mu.Lock()
@@ -505,6 +513,15 @@ func (c *zkTapConn) Read(b []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// Write drops a request the tap swallows. go-zookeeper writes each request, its length, xid
+// and opcode first, in one Write.
+func (c *zkTapConn) Write(b []byte) (int, error) {
+	if op := c.tap.opcode.Load(); op != 0 && len(b) >= 12 && int32(binary.BigEndian.Uint32(b[8:12])) == op {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
 }
 
 // zkExpire ends session id on the server: it connects with the session's id and password,

@@ -59,10 +59,11 @@ func zkStart[T any](c *ZooKeeperClient, op func() (T, error)) <-chan zkResult[T]
 }
 
 // zkAwait waits for a call started by zkStart until it is answered, ctx ends, the session
-// timeout passes or the client closes. answered is false when it stopped waiting: the call
+// timeout passes or the client closes. The timeout is the one the server granted: the one
+// asked for may be many times the session the server keeps. answered is false when it stopped waiting: the call
 // may still take effect.
 func zkAwait[T any](ctx context.Context, c *ZooKeeperClient, ch <-chan zkResult[T]) (v T, answered bool, err error) {
-	timer := time.NewTimer(c.timeout)
+	timer := time.NewTimer(c.sess.sessionTimeout())
 	defer timer.Stop()
 	select {
 	case r := <-ch:

@@ -16,7 +16,8 @@ import (
 //   - the server reports it expired (StateExpired, seen when the client reconnects),
 //   - the client has a session with another id (the old one ended unseen), or
 //   - the connection has been down too long to be sure the server still keeps it: the server
-//     expires a session one session timeout after it last heard from the client, and the
+//     expires a session one session timeout (the one it granted, which may be shorter than
+//     the one asked for) after it last heard from the client, and the
 //     client last heard from the server at lastRead. Allowing a third of the timeout for the
 //     round trip of that last exchange (the assumption go-zookeeper's pings already make:
 //     one every third of the timeout, and a connection silent for two thirds is dead), the
@@ -25,24 +26,24 @@ import (
 //
 // Each loss ends the holds (sessionHolds).
 type zkSession struct {
-	timeout  time.Duration    // the session timeout asked for
 	lastRead func() time.Time // when the client last received anything from the server
 	dropped  func(paths []string)
 
 	*sessionHolds // the holds, with their node paths
 
 	mu        sync.Mutex
-	id        int64 // the session the holds live in; 0 before the first
-	connected bool  // the session is established on a live connection
+	id        int64         // the session the holds live in; 0 before the first
+	connected bool          // the session is established on a live connection
+	timeout   time.Duration // the session timeout the server granted, the one asked for before
 	gen       uint64
 	closed    bool
 	timer     *time.Timer
 }
 
-// newZKSession returns the tracker of a session with the given timeout. dropped receives the
-// nodes of holds lost while their session may still live (the connection was down too long):
-// they are lost to their holders, and must not block everyone else for as long as the session
-// lasts.
+// newZKSession returns the tracker of a session asking for the given timeout, which it assumes
+// until the server grants one (see event). dropped receives the nodes of holds lost while
+// their session may still live (the connection was down too long): they are lost to their
+// holders, and must not block everyone else for as long as the session lasts.
 func newZKSession(timeout time.Duration, lastRead func() time.Time, dropped func(paths []string)) *zkSession {
 	return &zkSession{
 		sessionHolds: newSessionHolds(),
@@ -53,8 +54,9 @@ func newZKSession(timeout time.Duration, lastRead func() time.Time, dropped func
 }
 
 // event takes one of the connection's session events; id is the connection's session id
-// when it was reported.
-func (s *zkSession) event(state zk.State, id int64) {
+// and timeout the session timeout the server granted, when they were reported (with
+// StateHasSession).
+func (s *zkSession) event(state zk.State, id int64, timeout time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -72,6 +74,7 @@ func (s *zkSession) event(state zk.State, id int64) {
 			s.loseLocked(false) // a new session: the old one ended unseen
 		}
 		s.id = id
+		s.timeout = timeout
 	case zk.StateExpired:
 		s.connected = false
 		s.loseLocked(false) // its nodes are gone with it
@@ -100,6 +103,14 @@ func (s *zkSession) loseLocked(alive bool) {
 	if alive && len(paths) > 0 && s.dropped != nil {
 		s.dropped(paths)
 	}
+}
+
+// sessionTimeout returns the session timeout the server granted the current session (the one
+// asked for before the first).
+func (s *zkSession) sessionTimeout() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.timeout
 }
 
 // isConnected reports whether the session is established on a live connection.

@@ -2,8 +2,11 @@ package lock
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,21 +49,23 @@ func TestZKSequence(t *testing.T) {
 	}
 }
 
-// sessionUnderTest is a zkSession with one hold in session 42, and the paths it dropped.
+// sessionUnderTest is a zkSession with one hold in session 42, and the paths it dropped. The
+// session asked for a day; the server granted the test's timeout.
 type sessionUnderTest struct {
 	s       *zkSession
+	granted time.Duration
 	lost    <-chan struct{} // the hold's
 	waiters <-chan struct{} // what a waiter of the first epoch sleeps on
 	dropped chan []string
 	read    time.Time
 }
 
-func newSessionUnderTest(t *testing.T, timeout time.Duration, lastRead time.Time) *sessionUnderTest {
+func newSessionUnderTest(t *testing.T, granted time.Duration, lastRead time.Time) *sessionUnderTest {
 	t.Helper()
-	u := &sessionUnderTest{dropped: make(chan []string, 1), read: lastRead}
-	u.s = newZKSession(timeout, func() time.Time { return u.read }, func(p []string) { u.dropped <- p })
-	u.s.event(zk.StateConnecting, 0)
-	u.s.event(zk.StateHasSession, 42)
+	u := &sessionUnderTest{granted: granted, dropped: make(chan []string, 1), read: lastRead}
+	u.s = newZKSession(24*time.Hour, func() time.Time { return u.read }, func(p []string) { u.dropped <- p })
+	u.s.event(zk.StateConnecting, 0, u.granted)
+	u.s.event(zk.StateHasSession, 42, u.granted)
 	epoch, waiters, ok := u.s.current()
 	require.True(t, ok)
 	require.True(t, u.s.register("k", "/l/n1", 7, epoch))
@@ -96,16 +101,16 @@ func TestZKSessionLosesHolds(t *testing.T) {
 		connected bool // Connected afterwards: only a new session is
 	}{
 		{"expired", func(u *sessionUnderTest) {
-			u.s.event(zk.StateDisconnected, 0)
-			u.s.event(zk.StateExpired, 0)
+			u.s.event(zk.StateDisconnected, 0, u.granted)
+			u.s.event(zk.StateExpired, 0, u.granted)
 		}, false, false},
 		{"replaced by a new session", func(u *sessionUnderTest) {
-			u.s.event(zk.StateDisconnected, 0)
-			u.s.event(zk.StateHasSession, 43)
+			u.s.event(zk.StateDisconnected, 0, u.granted)
+			u.s.event(zk.StateHasSession, 43, u.granted)
 		}, false, true},
 		{"disconnected past the deadline", func(u *sessionUnderTest) {
 			u.read = time.Now().Add(-time.Hour)
-			u.s.event(zk.StateDisconnected, 0)
+			u.s.event(zk.StateDisconnected, 0, u.granted)
 		}, true, false},
 		{"closed", func(u *sessionUnderTest) { u.s.close() }, false, false},
 	}
@@ -133,15 +138,16 @@ func TestZKSessionLosesHolds(t *testing.T) {
 	}
 }
 
-// TestZKSessionDeadline: a disconnection ends the holds two thirds of a session timeout after
-// the last bytes from the server, unless the same session is back by then.
+// TestZKSessionDeadline: a disconnection ends the holds two thirds of the session timeout the
+// server granted (not the day asked for) after the last bytes from the server, unless the
+// same session is back by then.
 func TestZKSessionDeadline(t *testing.T) {
 	t.Run("back in time", func(t *testing.T) {
 		u := newSessionUnderTest(t, time.Hour, time.Now())
-		u.s.event(zk.StateDisconnected, 0)
-		u.s.event(zk.StateConnecting, 0)
-		u.s.event(zk.StateConnected, 0)
-		u.s.event(zk.StateHasSession, 42)
+		u.s.event(zk.StateDisconnected, 0, u.granted)
+		u.s.event(zk.StateConnecting, 0, u.granted)
+		u.s.event(zk.StateConnected, 0, u.granted)
+		u.s.event(zk.StateHasSession, 42, u.granted)
 		assert.False(t, isClosed(u.lost), "a session back before its deadline lost its holds")
 		_, held := u.s.release("k")
 		assert.True(t, held)
@@ -150,14 +156,14 @@ func TestZKSessionDeadline(t *testing.T) {
 		const timeout = 300 * time.Millisecond
 		start := time.Now()
 		u := newSessionUnderTest(t, timeout, start)
-		u.s.event(zk.StateDisconnected, 0)
-		u.s.event(zk.StateConnecting, 0)
-		require.True(t, closedWithin(u.lost, 10*time.Second))
+		u.s.event(zk.StateDisconnected, 0, u.granted)
+		u.s.event(zk.StateConnecting, 0, u.granted)
+		require.True(t, closedWithin(u.lost, 10*time.Second), "holds not lost by the granted timeout")
 		assert.GreaterOrEqual(t, time.Since(start), timeout*2/3, "holds lost before the deadline")
 		assert.Equal(t, []string{"/l/n1"}, <-u.dropped)
 		// The same session coming back later changes nothing for the holds already lost,
 		// and new holds are recorded in it.
-		u.s.event(zk.StateHasSession, 42)
+		u.s.event(zk.StateHasSession, 42, u.granted)
 		epoch, _, _ := u.s.current()
 		assert.True(t, u.s.register("k", "/l/n3", 9, epoch))
 	})
@@ -197,4 +203,60 @@ func TestNewZooKeeperClientUnreachable(t *testing.T) {
 	assert.Contains(t, err.Error(), addr)
 	assert.Contains(t, err.Error(), "is ZooKeeper running")
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// zkConnectReply is a server's connect reply: length, protocolVersion, timeOut (ms),
+// sessionId, passwd.
+func zkConnectReply(timeoutMs int32, id int64) []byte {
+	body := binary.BigEndian.AppendUint32(nil, 0)
+	body = binary.BigEndian.AppendUint32(body, uint32(timeoutMs))
+	body = binary.BigEndian.AppendUint64(body, uint64(id))
+	body = binary.BigEndian.AppendUint32(body, 16)
+	body = append(body, make([]byte, 16)...)
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func TestZKGrantedTimeout(t *testing.T) {
+	full := zkConnectReply(4000, 42)
+	tests := []struct {
+		name   string
+		stream []byte
+		want   time.Duration
+		done   bool
+	}{
+		{"granted", full, 4 * time.Second, true},
+		{"followed by a reply", append(append([]byte(nil), full...), 0, 0, 0, 16), 4 * time.Second, true},
+		{"up to the session id", full[:20], 4 * time.Second, true},
+		{"short of the session id", full[:19], 0, false},
+		{"expired: no session", zkConnectReply(4000, 0), 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, done := zkGrantedTimeout(tt.stream)
+			assert.Equal(t, tt.done, done, "done")
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestZKServerConnRecordsGranted: the client learns the granted timeout from the connect
+// reply however the reads split it, and from the reply only: a later frame that looks like
+// one changes nothing.
+func TestZKServerConnRecordsGranted(t *testing.T) {
+	client, server := net.Pipe()
+	defer client.Close()
+	var last, granted atomic.Int64
+	conn := &zkServerConn{Conn: client, last: &last, granted: &granted}
+	go func() {
+		defer server.Close()
+		for _, b := range append(zkConnectReply(2500, 42), zkConnectReply(9000, 43)...) {
+			if _, err := server.Write([]byte{b}); err != nil {
+				return
+			}
+		}
+	}()
+	_, err := io.ReadAll(conn)
+	require.NoError(t, err)
+	assert.Equal(t, 2500*time.Millisecond, time.Duration(granted.Load()))
+	assert.NotZero(t, last.Load(), "the time of the last read")
 }
