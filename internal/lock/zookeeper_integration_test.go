@@ -722,3 +722,24 @@ func TestZooKeeperOutageLeavesNoSearch(t *testing.T) {
 	assert.ErrorIs(t, err, zk.ErrNoServer)
 	assert.Zero(t, searches.Load(), "background searches for a node never sent")
 }
+
+// TestZooKeeperInvalidNameLeavesNoSearch: a lock name that makes no valid path ("", ".",
+// "..") is refused by go-zookeeper before anything is sent. Without tokens the plain create
+// is what it refuses: the acquisition fails with that error and leaves no background search
+// for its node, which would fail the same way until the client closed.
+func TestZooKeeperInvalidNameLeavesNoSearch(t *testing.T) {
+	var searches atomic.Int32
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := newZooKeeperClient(ctx, []string{zkTestAddr()},
+		ZooKeeperOptions{SessionTimeout: zkTestSessionTimeout, Root: serverTestRoot(t), NoTokens: true},
+		zkHooks{removing: func(string, string) { searches.Add(1) }})
+	require.NoError(t, err, "run `scripts/services.sh up zookeeper`")
+	t.Cleanup(func() { _ = c.Close() })
+	for _, name := range []string{"", ".", ".."} {
+		ok, err := NewZooKeeperLocks(c).ZooKeeperLock(name).TryLock(ctx, 0)
+		assert.False(t, ok, "name %q", name)
+		assert.ErrorIs(t, err, zk.ErrInvalidPath, "name %q", name)
+	}
+	assert.Zero(t, searches.Load(), "background searches for nodes never sent")
+}

@@ -85,13 +85,15 @@ func zkCall[T any](ctx context.Context, c *ZooKeeperClient, op func() (T, error)
 
 // zkMaybeDone reports whether a failed create may have been done by the server all the
 // same: every error but the server's own refusals (the reply of one that was done is lost
-// when the connection drops before it arrives) and go-zookeeper's ErrNoServer, which it
-// gives only to requests it never sent (it drops them while it finds no server to connect
-// to: a search for their node would poll a server that is not there, until it is back).
+// when the connection drops before it arrives) and those go-zookeeper gives only to requests
+// it never sent: ErrNoServer (it drops them while it finds no server to connect to: a search
+// for their node would poll a server that is not there, until it is back) and ErrInvalidPath
+// (a lock name that makes no valid path, "" or "..": a search would fail the same way until
+// the client closed).
 func zkMaybeDone(err error) bool {
 	for _, refused := range []error{zk.ErrNoNode, zk.ErrNodeExists, zk.ErrNoAuth, zk.ErrInvalidACL,
 		zk.ErrBadArguments, zk.ErrInvalidFlags, zk.ErrNoChildrenForEphemerals, zk.ErrSessionExpired,
-		zk.ErrNoServer, ErrClosed} {
+		zk.ErrNoServer, zk.ErrInvalidPath, ErrClosed} {
 		if errors.Is(err, refused) {
 			return false
 		}
