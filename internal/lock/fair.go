@@ -71,7 +71,8 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	// sent is when the lease we hold was set, at the earliest: the send of the attempt that
 	// set it, or for a handover the later of our last attempt's send (that attempt ran in
 	// Redis before the handover, or it would have found the lock ours) and the release's
-	// send, when a releaser of this process woke us.
+	// send, when a releaser of this process woke us, or the send of the withdrawal that found
+	// the lock ours and set its lease again.
 	var sent time.Time
 	k := contender{
 		channel: l.channel,
@@ -116,7 +117,16 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			return true
 		},
 		leave: func(ctx context.Context, cause error) (int64, error) {
-			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me).Int64()
+			// Handed over just as the wait ran out, we keep the lock; the handover came at
+			// some moment after our last attempt, which may be a wait ago (the wait ran
+			// out while we subscribed), too long to count its lease from. The withdrawal
+			// sets the grant lease again, so it counts from this send.
+			keep := int64(0)
+			if cause == nil {
+				keep = grantLease.Milliseconds()
+			}
+			at := time.Now()
+			v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me, keep).Int64()
 			if err != nil {
 				return 0, fmt.Errorf("withdraw from %s: %w", l.key, err)
 			}
@@ -125,7 +135,8 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			}
 			token = v
 			if cause == nil {
-				return 1, nil // handed over just as the wait ran out: keep it
+				direct, sent = false, at
+				return 1, nil
 			}
 			// Handed over, but the caller is gone: pass the lock on to the next waiter.
 			if err := l.Unlock(ctx); err != nil {
@@ -138,7 +149,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 		// Not a re-entry: a place in the queue or a hold of me in Redis after a failed
 		// attempt is that attempt's. Leave the queue, and pass on a hold to the next waiter.
 		k.lost = func(ctx context.Context) {
-			if v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me).Int64(); err == nil && v != 0 {
+			if v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me, 0).Int64(); err == nil && v != 0 {
 				l.releaseLost(ctx, me)
 			}
 		}

@@ -1,10 +1,13 @@
 package lock
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -90,6 +93,101 @@ func TestFairLockIgnoresAStaleHandover(t *testing.T) {
 			require.NoError(t, r.err)
 			assert.True(t, r.ok, "the waiter did not get the lock handed to it")
 			next <- struct{}{}
+		})
+	}
+}
+
+// TestFairHandoverAsTheWaitRunsOut: a FairLock waiter with a lease shorter than its wait
+// queues, and its wait runs out while it subscribes to the lock's channel (the test holds it
+// between its first attempt and its SUBSCRIBE). Meanwhile the holder hands the lock to it,
+// and the message goes unheard (nothing of the waiter's process listens yet). The waiter
+// finds the lock its own when it withdraws and keeps it; the lease the handover set in Redis
+// is whole (the embedded server's clock stands still), so its hold must not be reported lost.
+// It counted the lease from its first attempt, a wait ago: the fixed lease's timer closed
+// Lost() at once, and the watchdog's first renewal got a deadline already past and reported
+// the hold lost.
+func TestFairHandoverAsTheWaitRunsOut(t *testing.T) {
+	const lease, wait = 300 * time.Millisecond, 600 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		lease time.Duration
+	}{
+		{"fixed", Options{}, lease},
+		{"watchdog", Options{WatchdogLease: lease}, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testenv.EmbeddedRedis(t)
+			ctx := testCtx(t)
+			require.NoError(t, fairLockScript.Load(ctx, srv.Client).Err()) // no EVAL fallback below
+			var armed atomic.Bool
+			attempted, gate := make(chan struct{}), make(chan struct{})
+			held := hook(func(next redis.ProcessHook) redis.ProcessHook {
+				return func(ctx context.Context, cmd redis.Cmder) error {
+					err := next(ctx, cmd)
+					if args := cmd.Args(); cmd.Name() == "evalsha" && args[1] == fairLockScript.Hash() && armed.CompareAndSwap(true, false) {
+						close(attempted)
+						<-gate
+					}
+					return err
+				}
+			})
+			a, b := newProc(t, srv, Options{}), newHookedProc(t, srv, held, tc.opts)
+			name := testenv.Unique("fairwaitend-")
+			holder := a.c.FairLock(name)
+			take(t, holder, 30*time.Second)
+			renewed := make(chan bool, 1)
+			b.c.hooks.renewed = func(_ string, ok bool) {
+				select {
+				case renewed <- ok:
+				default:
+				}
+			}
+
+			type result struct {
+				ok, lostOpen bool
+				err          error
+			}
+			results, done := make(chan result, 1), make(chan struct{})
+			armed.Store(true)
+			go func() {
+				l := b.c.FairLock(name)
+				ok, err := l.TryLockWait(ctx, wait, tc.lease)
+				r := result{ok: ok, err: err}
+				select {
+				case <-l.Lost():
+				default:
+					r.lostOpen = true
+				}
+				results <- r
+				if ok {
+					<-done
+					_ = l.Unlock(ctx)
+				}
+			}()
+			defer close(done)
+
+			<-attempted                            // queued, not yet subscribed
+			require.NoError(t, holder.Unlock(ctx)) // hands the lock to the waiter, unheard
+			time.Sleep(wait)                       // the wait has run out
+			close(gate)
+
+			r := <-results
+			require.NoError(t, r.err)
+			require.True(t, r.ok, "the waiter let go of the lock handed to it")
+			ttl, err := srv.Client.PTTL(ctx, holder.Key()).Result()
+			require.NoError(t, err)
+			require.Greater(t, ttl, time.Duration(0), "the key is gone in Redis")
+			if tc.lease > 0 {
+				assert.True(t, r.lostOpen, "Lost() closed at once while the key lives %s more in Redis", ttl)
+				return
+			}
+			select {
+			case ok := <-renewed:
+				assert.True(t, ok, "the first renewal failed while the key lives %s more in Redis", ttl)
+			case <-time.After(10 * lease):
+				t.Fatal("no renewal")
+			}
 		})
 	}
 }
