@@ -50,8 +50,8 @@ type EtcdOptions struct {
 // Close revokes the lease, which deletes its keys, so the locks it held pass on at once.
 //
 // The lease is kept alive by etcd's client, every third of its TTL. The holds are declared
-// lost when etcd ends the lease (its keep-alive channel closes) or when no renewal has been
-// answered for two thirds of the TTL: the earliest the server may expire the lease is its
+// lost when etcd ends the lease (its keep-alive channel closes), when a put of an acquisition
+// finds it gone, or when no renewal has been answered for two thirds of the TTL: the earliest the server may expire the lease is its
 // last renewal plus the TTL, and that renewal was sent before its answer came, so the
 // client's own reckoning must leave the round trip a margin (the margin go-zookeeper's pings
 // leave a session). A new lease is then granted, and later acquisitions use it.
@@ -63,8 +63,11 @@ type EtcdClient struct {
 
 	holds *sessionHolds // the holds, with their keys
 
-	mu    sync.Mutex       // guards lease, void, closed and cleaning, and orders a loss of holds with the lease's change
+	mu    sync.Mutex       // guards lease, gone, void, closed and cleaning, and orders a loss of holds with the lease's change
 	lease clientv3.LeaseID // 0 while none
+	// gone is closed when a call finds lease missing in etcd (see leaseGone): keep stops
+	// following it and grants the next one.
+	gone chan struct{}
 	// void is the mod revision of the lease's void mark as last seen, 0 while it has none
 	// (see voidKey).
 	void   int64
@@ -145,9 +148,9 @@ func newEtcdClient(ctx context.Context, endpoints []string, opts EtcdOptions, ho
 		_ = cli.Close()
 		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
-	c.lease = id
+	c.lease, c.gone = id, make(chan struct{})
 	c.wg.Add(1)
-	go c.keep(id, alive, stop)
+	go c.keep(id, alive, stop, c.gone)
 	return c, nil
 }
 
@@ -208,10 +211,10 @@ func (c *EtcdClient) grant(ctx context.Context) (clientv3.LeaseID, <-chan *clien
 
 // keep follows lease id's renewals until it is lost or the client closes, then grants the
 // next lease and follows that one.
-func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepAliveResponse, stop context.CancelFunc) {
+func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepAliveResponse, stop context.CancelFunc, gone chan struct{}) {
 	defer c.wg.Done()
 	for {
-		lost := c.follow(alive)
+		lost := c.follow(alive, gone)
 		stop()
 		if !lost {
 			return
@@ -221,8 +224,10 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 			c.mu.Unlock()
 			return
 		}
-		c.lease = 0
-		c.holds.lose()
+		if c.lease == id { // else leaseGone has reported the loss
+			c.lease = 0
+			c.holds.lose()
+		}
 		c.mu.Unlock()
 		// The server may still keep the lease (the renewals' answers were late, not the
 		// lease gone): revoke it, so its keys do not block everyone for the rest of its TTL.
@@ -247,7 +252,8 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 					rcancel()
 					return
 				}
-				c.lease, c.void = next, 0
+				gone = make(chan struct{})
+				c.lease, c.void, c.gone = next, 0, gone
 				c.mu.Unlock()
 				id, alive, stop = next, nextAlive, nextStop
 				break
@@ -262,8 +268,9 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 }
 
 // follow waits on one lease's renewals. It returns false when the client closes, and true
-// when the lease is lost: its channel closed, or no renewal answered for 2/3 of the TTL.
-func (c *EtcdClient) follow(alive <-chan *clientv3.LeaseKeepAliveResponse) bool {
+// when the lease is lost: its channel closed, no renewal answered for 2/3 of the TTL, or
+// gone closed.
+func (c *EtcdClient) follow(alive <-chan *clientv3.LeaseKeepAliveResponse, gone <-chan struct{}) bool {
 	margin := c.ttl * 2 / 3
 	t := time.NewTimer(margin)
 	defer t.Stop()
@@ -278,8 +285,25 @@ func (c *EtcdClient) follow(alive <-chan *clientv3.LeaseKeepAliveResponse) bool 
 			t.Reset(margin)
 		case <-t.C:
 			return true
+		case <-gone:
+			return true
 		}
 	}
+}
+
+// leaseGone reports that etcd answered a call made with lease that it has no such lease:
+// revoked, or expired while its renewals' answers were on their way. Every key attached to
+// it went with it, so the holds are lost now, not when the keep-alive's next answer (up to
+// a third of the TTL later) says so; and keep grants the next lease at once.
+func (c *EtcdClient) leaseGone(lease clientv3.LeaseID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.lease != lease {
+		return // closed, or the loss is known already
+	}
+	c.lease = 0
+	c.holds.lose()
+	close(c.gone)
 }
 
 // current returns the lease an acquisition writes its key with, the epoch it starts in and

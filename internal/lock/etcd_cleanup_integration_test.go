@@ -215,3 +215,60 @@ func assertFree(t *testing.T, ctx context.Context, b *EtcdLock, msgAndArgs ...an
 	}
 	assert.True(t, ok, msgAndArgs...)
 }
+
+// TestEtcdLeaseFoundGoneAtThePut: the client's lease ends in etcd (revoked here, just before
+// an acquisition's put reaches etcd) before the client has heard of it from its keep-alive.
+// The put fails, as etcd makes no key with a lease it does not have. The acquisition must
+// report the lease lost, not etcd's raw "requested lease not found", and the client, which
+// now knows its keys are gone, must report its holds lost at once and take a new lease,
+// instead of waiting for the keep-alive's next answer (up to a third of the TTL) while its
+// holders go on believing in keys another process may have replaced.
+func TestEtcdLeaseFoundGoneAtThePut(t *testing.T) {
+	prefix := serverTestRoot(t)
+	var armed atomic.Bool
+	var ca *EtcdClient
+	ca = newEtcdTestClient(t, prefix, etcdHooks{
+		interceptor: func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method == "/etcdserverpb.KV/Txn" && armed.CompareAndSwap(true, false) {
+				lease, _, _, err := ca.current()
+				if err != nil {
+					return err
+				}
+				if _, err := ca.cli.Revoke(ctx, lease); err != nil {
+					return err
+				}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held := NewEtcdLocks(ca).EtcdLock("held")
+	ok, err := held.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	lost := held.Lost()
+	lease, _, _, err := ca.current()
+	require.NoError(t, err)
+
+	armed.Store(true)
+	l := NewEtcdLocks(ca).EtcdLock("u1")
+	ok, err = l.TryLock(ctx, 0)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, errEtcdRequeue, "the acquisition's report of a lease etcd no longer has")
+	select {
+	case <-lost:
+	default:
+		t.Error("the lease is gone in etcd, and with it the held key, but the holder's Lost() is open")
+	}
+	assert.Zero(t, etcdKeys(t, prefix), "a key left behind")
+
+	require.Eventually(t, func() bool {
+		l, _, _, err := ca.current()
+		return err == nil && l != lease
+	}, 10*time.Second, 10*time.Millisecond, "the client never got a new lease")
+	ok, err = l.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok, "the client takes locks again with its new lease")
+	require.NoError(t, l.Unlock(ctx))
+}

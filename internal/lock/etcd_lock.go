@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -107,6 +108,11 @@ func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Du
 		}
 		actx, stop := untilLost(ctx, lost)
 		rev, first, err := c.enqueue(actx, queue, key, me, lease)
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// No key was made: etcd puts none with a lease it does not have.
+			c.leaseGone(lease)
+			err = errEtcdRequeue
+		}
 		if err == nil {
 			got := first
 			if !got && wait != 0 {
