@@ -54,3 +54,23 @@ func PollGetLocks(s *MySQLGetLocks, polled func()) {
 	s.flavour.Store(flavourSeconds)
 	s.polled = polled
 }
+
+// WaitOverrun and CleanupTimeout are how far past its wait a TryLockWait may run: its last
+// attempt, then the cleanup of an attempt that failed.
+const WaitOverrun, CleanupTimeout = waitOverrun, cleanupTimeout
+
+// HangStatements makes every grant and release of s, while hung is set, wait until its
+// context ends, as on a database server that answers nothing (the driver gives up a
+// statement when its context ends), and then report the context's error.
+func HangStatements(s *MySQLLocks, hung *atomic.Bool) {
+	stmts := *s.sql
+	run := stmts.update
+	stmts.update = func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+		if hung.Load() {
+			<-ctx.Done()
+			return 0, false, ctx.Err()
+		}
+		return run(ctx, db, query, args...)
+	}
+	s.sql = &stmts
+}

@@ -186,11 +186,20 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 // RetryDelay on average at first, doubling up to MaxRetryDelay, each drawn from [d/2, 3d/2).
 // It stops when it has the lock, when wait runs out (false, nil) or when ctx ends (ctx's
 // error), and returns at once the error of an attempt that failed. wait == 0 tries once,
-// wait < 0 waits as long as ctx allows.
+// wait < 0 waits as long as ctx allows. With wait > 0 every attempt ends half a second after
+// the wait at the latest, as the Redis locks' do: a database that does not answer holds the
+// caller for wait, that half second and the release after a failed attempt (another half
+// second) at most, whatever ctx and the driver's timeouts; such an attempt is an error.
 func (l *MySQLLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
-	return retry(ctx, wait, backoff(l.s.retry, l.s.maxRetry), nil, func() (bool, error) {
-		return l.TryLock(ctx, lease)
+	actx, cancel := waitBound(ctx, time.Now(), wait)
+	defer cancel()
+	ok, err := retry(ctx, wait, backoff(l.s.retry, l.s.maxRetry), nil, func() (bool, error) {
+		return l.TryLock(actx, lease)
 	})
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		err = fmt.Errorf("%w (no answer within the wait and %s)", err, waitOverrun)
+	}
+	return ok, err
 }
 
 // Unlock gives up one hold of the calling goroutine: the hold count goes down, and at zero

@@ -424,3 +424,45 @@ func TestMySQLLocksUnknownDialect(t *testing.T) {
 		lock.NewMySQLLocks(nil, "postgres", "", lock.MySQLLockOptions{})
 	})
 }
+
+// TestMySQLLockWaitBoundedWhenTheDatabaseHangs: a caller waits (TryLockWait, its ctx without
+// a deadline) for a lock another process holds, and the database answers nothing. Its
+// attempt must not outlast the wait by more than WaitOverrun, nor the release of what that
+// attempt may have taken by more than CleanupTimeout, as for the Redis locks. The attempts
+// ran on the caller's ctx alone, and waited as long as the driver's read timeout, or for ever.
+func TestMySQLLockWaitBoundedWhenTheDatabaseHangs(t *testing.T) {
+	eachDB(t, func(t *testing.T, d sqlDB) {
+		a, b := twoProcesses(d)
+		name := testenv.Unique("hang-")
+		mustTake(t, a.MySQLLock(name), time.Minute)
+		var hung atomic.Bool
+		lock.HangStatements(b, &hung)
+		noDeadline, cancel := context.WithCancel(context.Background())
+		defer cancel() // ends a hung attempt when the test has failed
+		hung.Store(true)
+
+		const wait = 300 * time.Millisecond
+		type result struct {
+			ok   bool
+			err  error
+			took time.Duration
+		}
+		done := make(chan result, 1)
+		go func() {
+			start := time.Now()
+			ok, err := b.MySQLLock(name).TryLockWait(noDeadline, wait, time.Minute)
+			done <- result{ok, err, time.Since(start)}
+		}()
+		const bound = wait + lock.WaitOverrun + lock.CleanupTimeout
+		select {
+		case r := <-done:
+			assert.False(t, r.ok)
+			assert.Error(t, r.err, "an attempt the database did not answer")
+			assert.LessOrEqual(t, r.took, bound+2*time.Second, "TryLockWait(%s) returned after %s (%v)", wait, r.took, r.err)
+		case <-time.After(10 * time.Second):
+			cancel()
+			<-done
+			t.Fatalf("TryLockWait(%s) had not returned 10s after it began, the database hanging", wait)
+		}
+	})
+}
