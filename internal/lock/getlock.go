@@ -102,11 +102,13 @@ func (l *MySQLGetLock) TryLock(ctx context.Context, lease time.Duration) (bool, 
 	return l.get(ctx, 0)
 }
 
-// TryLockWait is TryLock that lets the server wait for the lock: GET_LOCK(name, wait), no
-// longer than ctx's deadline. MariaDB waits a fraction of a second as asked; MySQL reads the
-// timeout as whole seconds (GET_LOCK(name, 0.3) gives up at once on MySQL 9.7), so there the
-// server waits the whole seconds and the rest is polled with GET_LOCK(name, 0), every 5 ms
-// at first and at most every 50 ms. It reports false, nil when wait runs out; wait == 0
+// TryLockWait is TryLock that lets the server wait for the lock, no longer than ctx's
+// deadline: GET_LOCK(name, t) with t at most a second, again until wait has passed, so that
+// no answer comes later than the DSN's readTimeout (which must exceed a second). MariaDB
+// waits a fraction of a second as asked; MySQL reads the timeout as whole seconds
+// (GET_LOCK(name, 0.3) gives up at once on MySQL 9.7), so there the server waits whole
+// seconds and the rest is polled with GET_LOCK(name, 0), every 5 ms at first and at most
+// every 50 ms. It reports false, nil when wait runs out; wait == 0
 // tries once, wait < 0 waits as long as ctx allows. Waiting for a connection of the pool
 // (holders pin theirs) counts against wait, and one not had within it is an error. When ctx
 // ends first the driver closes the connection, which ends the server's wait, and TryLockWait
@@ -177,33 +179,51 @@ func (l *MySQLGetLock) get(ctx context.Context, wait time.Duration) (bool, error
 	return true, nil
 }
 
-// getWaiting runs GET_LOCK on conn until it answers other than 0 or wait has passed: one
-// statement where the server waits all of wait (MariaDB, or whole seconds), else the whole
-// seconds on the server and the rest polled.
+// getLockStatementWait is the longest one GET_LOCK statement asks the server to wait. The
+// driver reads every answer within the DSN's readTimeout (the service's is 5 s): a statement
+// that waited longer on the server would end in a read timeout, an error and a lost
+// connection, not in "not obtained". Longer waits are several statements; the DSN's
+// readTimeout must exceed this and a round trip.
+const getLockStatementWait = time.Second
+
+// getWaiting runs GET_LOCK on conn until it answers other than 0 or wait has passed: each
+// statement lets the server wait up to getLockStatementWait of what is left (MariaDB, or
+// whole seconds on MySQL), and on MySQL a rest under a second is polled.
 func (l *MySQLGetLock) getWaiting(ctx context.Context, conn *sql.Conn, wait time.Duration) (sql.NullInt64, error) {
 	end := time.Now().Add(wait)
-	var arg any = wait.Seconds()
-	if wait > 0 && !l.s.fractions(ctx, conn) {
-		arg = int64(wait / time.Second)
+	fractions := wait > 0 && l.s.fractions(ctx, conn)
+	// serverWait is the next statement's timeout argument, zero for a poll.
+	serverWait := func() (any, bool) {
+		d := min(max(time.Until(end), 0), getLockStatementWait)
+		if fractions {
+			return d.Seconds(), d > 0
+		}
+		return int64(d / time.Second), d >= time.Second
 	}
+	arg, _ := serverWait()
 	var got sql.NullInt64
 	err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, arg).Scan(&got)
-	for step := 5 * time.Millisecond; err == nil && got.Valid && got.Int64 == 0; step = min(2*step, 50*time.Millisecond) {
+	step := 5 * time.Millisecond
+	for err == nil && got.Valid && got.Int64 == 0 {
 		left := time.Until(end)
 		if left <= 0 {
 			break
 		}
-		t := time.NewTimer(min(step, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return got, ctx.Err()
-		case <-t.C:
+		arg, waits := serverWait()
+		if !waits {
+			t := time.NewTimer(min(step, left))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return got, ctx.Err()
+			case <-t.C:
+			}
+			step = min(2*step, 50*time.Millisecond)
+			if l.s.polled != nil {
+				l.s.polled()
+			}
 		}
-		if l.s.polled != nil {
-			l.s.polled()
-		}
-		err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", l.name).Scan(&got)
+		err = conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", l.name, arg).Scan(&got)
 	}
 	return got, err
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -193,4 +194,38 @@ func holdElsewhere(ctx context.Context, t *testing.T, locks *lock.MySQLGetLocks,
 	}()
 	require.NoError(t, <-released)
 	return func() error { close(rel); return <-released }
+}
+
+// TestGetLockWaitLongerThanTheReadTimeout: a wait longer than the DSN's readTimeout (2 s
+// here; the service's is 5 s) must run out as a wait does, false, nil, on MariaDB (the server
+// waits fractions of a second) and as on MySQL (whole seconds, the rest polled). The server
+// waited all of it in one GET_LOCK, and the driver gave up reading its answer at the read
+// timeout: an error ("invalid connection") and a discarded connection, a second and a half
+// before the wait was over.
+func TestGetLockWaitLongerThanTheReadTimeout(t *testing.T) {
+	for _, flavour := range []string{"server", "seconds"} {
+		t.Run(flavour, func(t *testing.T) {
+			cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+			require.NoError(t, err)
+			cfg.ReadTimeout = 2 * time.Second
+			opened, err := database.OpenMySQL(context.Background(), cfg.FormatDSN(), database.Pool{})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = opened.Close() })
+			db, err := opened.DB.DB()
+			require.NoError(t, err)
+			ctx := dbCtx(t)
+			a, b := lock.NewMySQLGetLocks(db, ""), lock.NewMySQLGetLocks(db, "")
+			if flavour == "seconds" {
+				lock.PollGetLocks(b, func() {})
+			}
+			name := testenv.Unique("getlock-long-")
+			release := holdElsewhere(ctx, t, a, name)
+			defer func() { require.NoError(t, release()) }()
+
+			const wait = 3500 * time.Millisecond
+			ok, err := b.GetLock(name).TryLockWait(ctx, wait, 0)
+			require.NoError(t, err, "a %s wait with a %s read timeout", wait, cfg.ReadTimeout)
+			assert.False(t, ok, "held elsewhere")
+		})
+	}
 }
