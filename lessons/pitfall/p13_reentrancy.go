@@ -2,12 +2,13 @@ package pitfall
 
 import (
 	"context"
-	_ "embed"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/scripts/lua"
 )
 
 // Pitfall 13 — a lock its holder cannot take again: reentrancy as a requirement (可重入性:
@@ -20,67 +21,58 @@ var reentrancy = &Pitfall{
 	Story: "A's order flow takes `lock:order:1`, then calls a helper that guards itself with the same lock (as a " +
 		"nested transactional method would). `SET NX` finds the key, whoever set it, and refuses: A is turned away " +
 		"by its own lock, and the request fails although nobody else holds it.",
-	Remedy: "Count holds per owner (Redisson's design, as Lua): the value is a hash `{owner: count}`; " +
-		"the owner's second TryLock increments the count, each Unlock decrements it, and only the last one " +
-		"deletes the key. Others are still refused while any hold remains.",
-	Variants: wrongFix("lock.SimpleRedisLock (SET NX)", "reentrant lock (hash owner → hold count, Lua)"),
+	Remedy: "Count holds per owner, as lock.ReentrantLock does (Redisson's RLock, scripts/lua/reentrant_lock.lua): " +
+		"the lock is a hash `{owner: count}`, the owner being process and goroutine; the owner's second TryLock " +
+		"increments the count, each Unlock decrements it (reentrant_unlock.lua), and only the last one deletes the " +
+		"hash and publishes the release. Others are still refused while any hold remains. (Taken here with a fixed " +
+		"lease, `TryLockWait(ctx, 0, lease)`, so that no watchdog renewal lands in the timeline.)",
+	Variants: wrongFix("lock.SimpleRedisLock (SET NX)", "lock.ReentrantLock (hash owner → hold count)"),
 	play:     playReentrancy,
 	judge:    reentrancyVerdict,
 }
 
-var (
-	//go:embed lesson_reentrant_lock.lua
-	reentrantLockLua string
-	//go:embed lesson_reentrant_unlock.lua
-	reentrantUnlockLua string
-
-	reentrantLockScript   = nameScript(reentrantLockName, reentrantLockLua, false)
-	reentrantUnlockScript = nameScript(reentrantUnlockName, reentrantUnlockLua, true)
-)
-
+// The fix is the library's ReentrantLock: these names let the timeline show its scripts.
 const (
-	reentrantLockName   = "lesson_reentrant_lock.lua"
-	reentrantUnlockName = "lesson_reentrant_unlock.lua"
+	reentrantLockName   = "reentrant_lock.lua"
+	reentrantUnlockName = "reentrant_unlock.lua"
 )
 
-// reentrantLock holds a lock per owner (process + goroutine id) with a hold count.
-type reentrantLock struct {
-	c       tokenClient
-	key     string
-	process string
-	ttl     time.Duration
-}
+var (
+	_ = nameScript(reentrantLockName, lua.ReentrantLock, false)
+	_ = nameScript(reentrantUnlockName, lua.ReentrantUnlock, false)
+)
 
-func (l *reentrantLock) TryLock(ctx context.Context, ttl time.Duration) (bool, error) {
-	l.ttl = ttl
-	n, err := reentrantLockScript.Run(ctx, l.c, []string{l.key}, owner(l.process), ttl.Milliseconds()).Int()
-	return n > 0, err
-}
+// fixedLease is a lock.ReentrantLock taken with a fixed lease (TryLockWait, wait 0) instead of
+// TryLock's watchdog: a watchdog renews on its own timer, which would put a renewal into the
+// timeline whenever the machine is slow enough, and this lesson is about re-entry, not leases.
+type fixedLease struct{ *lock.ReentrantLock }
 
-func (l *reentrantLock) Unlock(ctx context.Context) error {
-	n, err := reentrantUnlockScript.Run(ctx, l.c, []string{l.key}, owner(l.process), l.ttl.Milliseconds()).Int()
-	if err == nil && n < 0 {
-		return lock.ErrNotHeld
-	}
-	return err
+func (l fixedLease) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	return l.TryLockWait(ctx, 0, lease)
 }
 
 func playReentrancy(s *Scene, v Variant) error {
 	name := s.LockName("order:1")
-	mk := func(a *Actor) lock.Lock {
-		if v.Wrong {
-			return lock.NewSimpleRedisLock(a.Redis, a.Process, name)
+	// actor makes a's locks: for the fix, the ReentrantLocks of a lock.Client of a's own (one
+	// per process, as the service makes it), closed when a ends.
+	actor := func(fn func(ctx context.Context, a *Actor, mk func() lock.Lock) error) func(context.Context, *Actor) error {
+		return func(ctx context.Context, a *Actor) error {
+			if v.Wrong {
+				return fn(ctx, a, func() lock.Lock { return lock.NewSimpleRedisLock(a.Redis, a.Process, name) })
+			}
+			c := lock.NewClient(a.Redis, lock.Options{Process: a.Process})
+			err := fn(ctx, a, func() lock.Lock { return fixedLease{c.ReentrantLock(name)} })
+			return errors.Join(err, c.Close())
 		}
-		return &reentrantLock{c: a.Redis, key: lockKey(name), process: a.Process}
 	}
-	s.Go("A", func(ctx context.Context, a *Actor) error {
-		outer := mk(a)
+	s.Go("A", actor(func(ctx context.Context, a *Actor, mk func() lock.Lock) error {
+		outer := mk()
 		if ok, err := outer.TryLock(ctx, s.Lease()); err != nil || !ok {
 			return fmt.Errorf("A could not lock: %v", err)
 		}
 		a.Enter()
 		a.Note("calls createOrder, which takes the same lock")
-		inner := mk(a)
+		inner := mk()
 		ok, err := inner.TryLock(ctx, s.Lease())
 		if err != nil {
 			return err
@@ -96,8 +88,10 @@ func playReentrancy(s *Scene, v Variant) error {
 		a.Point("nested-done")
 		a.Exit()
 		return outer.Unlock(ctx)
-	})
-	s.Go("B", func(ctx context.Context, a *Actor) error { return guarded(ctx, a, mk(a), s.Lease()) })
+	}))
+	s.Go("B", actor(func(ctx context.Context, a *Actor, mk func() lock.Lock) error {
+		return guarded(ctx, a, mk(), s.Lease())
+	}))
 	s.Until("A", "nested-done")
 	s.Finish("B")
 	s.Finish("A")

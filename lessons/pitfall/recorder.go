@@ -161,22 +161,15 @@ func (s *Scene) interpret(label, actor string, cmd redis.Cmder) (note, key strin
 		if !ok || err != nil {
 			break
 		}
+		if sc.name == reentrantLockName || sc.name == reentrantUnlockName {
+			return s.interpretReentrant(sc.name, actor, key, v), key
+		}
 		n, _ := v.Int64()
 		switch {
 		case sc.deletes && n == 1:
 			return s.deleted(actor, key), key
-		case sc.name == reentrantUnlockName && n == 0:
-			return actor + " drops one hold: still held", key
 		case sc.deletes:
 			return "not " + actor + "'s lock: nothing deleted", key
-		case sc.name == reentrantLockName && n > 0:
-			s.setHolder(key, actor)
-			if n == 1 {
-				return actor + " takes the lock", key
-			}
-			return fmt.Sprintf("%s re-enters (hold count %d)", actor, n), key
-		case sc.name == reentrantLockName:
-			return s.refusal(actor, key), key
 		case sc.name == renewName && n == 1:
 			return "lease renewed", key
 		case sc.name == renewName:
@@ -184,6 +177,34 @@ func (s *Scene) interpret(label, actor string, cmd redis.Cmder) (note, key strin
 		}
 	}
 	return "", key
+}
+
+// interpretReentrant explains a reply of lock.ReentrantLock's scripts: reentrant_lock.lua
+// answers {hold count, token} to its holder and {-PTTL, 0} to anyone else;
+// reentrant_unlock.lua answers -1 (not held), the holds left, or 0 when it deleted the hash.
+func (s *Scene) interpretReentrant(script, actor, key string, v *redis.Cmd) string {
+	if script == reentrantUnlockName {
+		switch n, _ := v.Int64(); {
+		case n == 0:
+			return s.deleted(actor, key)
+		case n > 0:
+			return fmt.Sprintf("%s drops one hold: still held (hold count %d)", actor, n)
+		default:
+			return "not " + actor + "'s lock: nothing released"
+		}
+	}
+	r, err := v.Int64Slice()
+	switch {
+	case err != nil || len(r) != 2:
+		return ""
+	case r[0] == 1:
+		s.setHolder(key, actor)
+		return actor + " takes the lock"
+	case r[0] > 1:
+		return fmt.Sprintf("%s re-enters (hold count %d)", actor, r[0])
+	default:
+		return s.refusal(actor, key)
+	}
 }
 
 // refusal describes a refused lock request, noting when the refusing lock is the
