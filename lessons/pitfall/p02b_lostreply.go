@@ -51,7 +51,7 @@ func (h *loseFirstReply) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 		for _, cmd := range cmds {
 			if cmd.Name() == "set" {
 				h.done = true
-				h.scene.setHolder(fmt.Sprint(cmd.Args()[1]), h.scene.actorOf())
+				h.scene.setHolder(fmt.Sprint(cmd.Args()[1]), h.scene.actorOf(ctx))
 				for _, c := range cmds {
 					c.SetErr(errReplyLost)
 				}
@@ -69,7 +69,7 @@ func (h *loseFirstReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			return err
 		}
 		h.done = true
-		h.scene.setHolder(fmt.Sprint(cmd.Args()[1]), h.scene.actorOf())
+		h.scene.setHolder(fmt.Sprint(cmd.Args()[1]), h.scene.actorOf(ctx))
 		cmd.SetErr(errReplyLost)
 		return errReplyLost
 	}

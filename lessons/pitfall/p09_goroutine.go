@@ -23,10 +23,11 @@ var goroutineID = &Pitfall{
 		"arriving after the work is done, is refused although nobody is inside. Seen the other way: the worker " +
 		"is not the lock's owner, so it cannot release it, renew it, or re-enter it; and if the handler unlocked " +
 		"on return instead, the worker would go on working outside the lock.",
-	Remedy: "Tie ownership to the acquisition, not to a goroutine: a random token drawn at TryLock and kept in the " +
-		"lock handle (as bsm/redislock does); whoever holds the handle releases with that token. The worker's " +
-		"Unlock releases the lock and B gets it.",
-	Variants: wrongFix("lock.SimpleRedisLock (owner = process + goroutine id)", "token lock (owner = a token drawn at TryLock, kept in the handle)"),
+	Remedy: "Tie ownership to the acquisition, not to a goroutine: lock.RedLock (here over one Redis, a quorum of " +
+		"one) draws a fresh random value at each TryLock and keeps it in the lock handle, as bsm/redislock does; " +
+		"whoever holds the handle releases with that value (unlock.lua's compare-and-delete). The worker's Unlock " +
+		"releases the lock and B gets it.",
+	Variants: wrongFix("lock.SimpleRedisLock (owner = process + goroutine id)", "lock.RedLock over one node (owner = a value drawn at TryLock, kept in the handle)"),
 	play:     playGoroutineID,
 	judge: livenessVerdict(func(events []Event) string {
 		if e, ok := firstEvent(events, func(e Event) bool {
@@ -44,9 +45,9 @@ func playGoroutineID(s *Scene, v Variant) error {
 		if v.Wrong {
 			return lock.NewSimpleRedisLock(a.Redis, a.Process, name)
 		}
-		l := newTokenLock(a.Redis, name, a.Process)
-		l.draw = s.drawToken
-		return l
+		// NodeTimeout bounds each command by the lease rather than RedLock's 50 ms, which a
+		// loaded machine running the race detector may exceed.
+		return lock.NewRedLocks([]lock.RedisClient{a.Redis}, a.Process, lock.RedLockOptions{NodeTimeout: s.Lease() / 2}).RedLock(name)
 	}
 	s.Go("A", func(ctx context.Context, a *Actor) error {
 		lk := mk(a)

@@ -63,7 +63,7 @@ func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if quiet[cmd.Name()] || isNoScript(err) || isNoScript(cmd.Err()) {
 			return err
 		}
-		r.scene.recordCommand(r.label, r.scene.actorOf(), []redis.Cmder{cmd})
+		r.scene.recordCommand(r.label, r.scene.actorOf(ctx), []redis.Cmder{cmd})
 		return err
 	}
 }
@@ -71,7 +71,7 @@ func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (r *recorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		r.scene.recordCommand(r.label, r.scene.actorOf(), cmds)
+		r.scene.recordCommand(r.label, r.scene.actorOf(ctx), cmds)
 		return err
 	}
 }
@@ -85,6 +85,7 @@ func (s *Scene) recordCommand(label, actor string, cmds []redis.Cmder) {
 	var notes []string
 	refused := false
 	for _, cmd := range cmds {
+		s.aliasRedLockValue(cmd)
 		name := cmd.Name()
 		what = append(what, formatArgs(cmd.Args()))
 		if name == "multi" || name == "exec" {

@@ -210,7 +210,6 @@ type redlockActor struct {
 	held    []heldCommand
 }
 
-var redlockValue = regexp.MustCompile(`^(\w+)-[0-9a-f]{32}$`)
 
 func newRedLockActor(s *Scene, a *Actor, nodes *redlockNodes) *redlockActor {
 	ra := &redlockActor{s: s, a: a}
@@ -234,8 +233,8 @@ func (ra *redlockActor) locks(timeout time.Duration) *lock.RedLocks {
 	return lock.NewRedLocks(cs, ra.a.Process, lock.RedLockOptions{NodeTimeout: timeout})
 }
 
-// flush writes the held-back commands into the timeline, node by node, and names each
-// acquisition's random value process:tokenN. It returns how many SET NX took.
+// flush writes the held-back commands into the timeline, node by node (recordCommand names
+// each acquisition's random value process:tokenN). It returns how many SET NX took.
 func (ra *redlockActor) flush() (set int) {
 	ra.mu.Lock()
 	held := ra.held
@@ -251,16 +250,6 @@ func (ra *redlockActor) flush() (set int) {
 		if b, ok := h.cmd.(*redis.BoolCmd); ok && h.cmd.Name() == "set" && b.Err() == nil && b.Val() {
 			set++
 		}
-		if h.cmd.Name() == "set" && len(h.cmd.Args()) > 2 {
-			v := fmt.Sprint(h.cmd.Args()[2])
-			if m := redlockValue.FindStringSubmatch(v); m != nil && !ra.s.aliased(v) {
-				ra.s.mu.Lock()
-				ra.s.tokens++
-				shown := fmt.Sprintf("%s:token%d", m[1], ra.s.tokens)
-				ra.s.mu.Unlock()
-				ra.s.Alias(v, shown)
-			}
-		}
 		ra.s.recordCommand(fmt.Sprintf("node%d", h.node+1), ra.a.Name, []redis.Cmder{h.cmd})
 	}
 	return set
@@ -272,14 +261,27 @@ func (ra *redlockActor) close() {
 	}
 }
 
-// aliased reports whether raw already has an alias.
-func (s *Scene) aliased(raw string) bool {
+// redlockValue is a lock.RedLock acquisition's value: the process id, "-", 128 random bits.
+var redlockValue = regexp.MustCompile(`^(\w+)-[0-9a-f]{32}$`)
+
+// aliasRedLockValue makes the timeline show the random value of a RedLock acquisition that
+// cmd sets as process:tokenN, numbered in the order the timeline first shows them.
+func (s *Scene) aliasRedLockValue(cmd redis.Cmder) {
+	if cmd.Name() != "set" || len(cmd.Args()) < 3 {
+		return
+	}
+	v := fmt.Sprint(cmd.Args()[2])
+	m := redlockValue.FindStringSubmatch(v)
+	if m == nil {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range s.aliases {
-		if a[0] == raw {
-			return true
+		if a[0] == v {
+			return
 		}
 	}
-	return false
+	s.tokens++
+	s.aliases = append(s.aliases, [2]string{v, fmt.Sprintf("%s:token%d", m[1], s.tokens)})
 }

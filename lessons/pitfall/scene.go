@@ -156,7 +156,7 @@ func (a *Actor) main(fn func(ctx context.Context, a *Actor) error) {
 	if a.target == crashMark || a.target == stopMark {
 		return
 	}
-	err := fn(a.scene.ctx, a)
+	err := fn(context.WithValue(a.scene.ctx, actorKey{}, a.Name), a)
 	if err != nil && !errors.Is(err, errCrashed) {
 		a.err = fmt.Errorf("actor %s: %w", a.Name, err)
 	}
@@ -345,12 +345,21 @@ func (s *Scene) record(e Event) {
 	s.events = append(s.events, e)
 }
 
-// actorOf names the actor running on the calling goroutine, for the command recorder.
-func (s *Scene) actorOf() string {
+// actorKey is the context key under which an actor's context carries its name.
+type actorKey struct{}
+
+// actorOf names the actor running on the calling goroutine, for the command recorder; on a
+// goroutine that is no actor's, the actor whose context ctx derives from: a lock that sends
+// its commands from goroutines of its own (a RedLock asks its nodes in parallel) works for
+// the actor that called it.
+func (s *Scene) actorOf(ctx context.Context) string {
 	id := readGoroutineID()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n, ok := s.byGID[id]; ok {
+		return n
+	}
+	if n, ok := ctx.Value(actorKey{}).(string); ok {
 		return n
 	}
 	return "script"

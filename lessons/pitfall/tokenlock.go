@@ -27,7 +27,7 @@ type tokenClient interface {
 	SetNX(ctx context.Context, key string, value any, expiration time.Duration) *redis.BoolCmd
 }
 
-// tokenLock is the fix for pitfalls 7 (renewal) and 9: SET NX PX with a random token drawn
+// tokenLock is the fix for pitfall 7 (renewal): SET NX PX with a random token drawn
 // at each acquisition and kept in the lock value, so the holder is this handle, whichever
 // goroutine uses it (a worker, a watchdog); compare-and-delete release; compare-and-renew.
 // (Pitfall 7's fencing fix is lock.SimpleRedisLock's own token.)
