@@ -45,6 +45,13 @@ type Options struct {
 	// lock (see Registry). DefaultLocalHandoffs when zero; negative disables them, so every
 	// final unlock releases the remote lock as Spring's RedisLockRegistry does.
 	LocalHandoffs int
+	// Renewed, when set, is called after each renewal a watchdog sent, on the watchdog's
+	// goroutine, with the lock's key: ok reports that the lease was reset, err that Redis
+	// could not be asked. For metrics and logs (a failed renewal is a hold about to be
+	// lost), and for a test that steps the watchdog: the next renewal is timed from its
+	// return, so a Renewed that blocks delays it. It is not called for a renewal that was on
+	// its way when the lock was released.
+	Renewed func(key string, ok bool, err error)
 }
 
 // Client is one process's access to the Redis locks that wait by subscription: ReentrantLock,

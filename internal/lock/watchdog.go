@@ -207,6 +207,9 @@ func (c *Client) watch(h *hold, key string, lease, first time.Duration, expires 
 			if c.hooks.renewed != nil {
 				c.hooks.renewed(key, ok && err == nil)
 			}
+			if c.opts.Renewed != nil {
+				c.opts.Renewed(key, ok, err)
+			}
 			switch {
 			case err == nil && ok:
 				c.stats.renewals.Add(1)

@@ -184,3 +184,49 @@ func TestFixedLeaseRunsOut(t *testing.T) {
 		require.NoError(t, la.Unlock(ctx))
 	})
 }
+
+// TestOptionsRenewed: Options.Renewed hears each renewal of the lock's key, on the
+// watchdog's goroutine, which waits for it; a renewal on its way when the lock is released is
+// not reported.
+func TestOptionsRenewed(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	type renewal struct {
+		key string
+		ok  bool
+		err error
+	}
+	heard, proceed := make(chan renewal), make(chan struct{})
+	a := newProc(t, srv, Options{Renewed: func(key string, ok bool, err error) {
+		heard <- renewal{key, ok, err}
+		<-proceed
+	}})
+	l := a.c.ReentrantLock(testenv.Unique("renewed-"))
+	ok, err := l.TryLock(testCtx(t), embeddedWatchdogLease)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for i := range 2 {
+		select {
+		case r := <-heard:
+			assert.Equal(t, renewal{key: l.Key(), ok: true}, r, "renewal %d", i+1)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("renewal %d not reported", i+1)
+		}
+		if i == 0 {
+			proceed <- struct{}{}
+		}
+	}
+	// The watchdog waits in Renewed: release the lock, then let it go on. Close returns once
+	// the watchdog has ended; it must report nothing more before that.
+	require.NoError(t, l.Unlock(testCtx(t)))
+	proceed <- struct{}{}
+	closed := make(chan error, 1)
+	go func() { closed <- a.c.Close() }()
+	select {
+	case r := <-heard:
+		t.Fatalf("renewal reported after the release: %+v", r)
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return: the watchdog did not end")
+	}
+}

@@ -22,8 +22,10 @@ var shortTTL = &Pitfall{
 		"(a GC pause, a slow call). The lease runs out; B takes the lock, reads 0, writes 1. A wakes and writes 1 " +
 		"over it: one increment is lost. A's owner-checked unlock then reports the lock was not held, which " +
 		"tells A something went wrong but repairs nothing.",
-	Remedy: "Two remedies, each run on the same script. **Renewal**: a watchdog extends the lease (compare-and-PEXPIRE, " +
-		"lesson_renew.lua) every third of it while A works, so the lease never runs out under a live holder and B waits. " +
+	Remedy: "Two remedies, each run on the same script. **Renewal**: lock.ReentrantLock's watchdog (Redisson's) " +
+		"resets the lease (scripts/lua/renew.lua, compare-and-PEXPIRE) every third of it while A holds the lock, so " +
+		"the lease never runs out under a live holder and B waits. The script steps the watchdog through " +
+		"lock.Options.Renewed, which the watchdog calls after each renewal and waits for. " +
 		"**Fencing**: every acquisition draws an increasing token (lock.SimpleRedisLock's `Token`: an `INCR` in the " +
 		"same MULTI/EXEC as the SET, so a later grant always gets a larger token; an INCR sent after the SET could " +
 		"reach Redis after a later holder's), and the storage rejects a write whose " +
@@ -31,7 +33,7 @@ var shortTTL = &Pitfall{
 		"cannot help a holder that stalls so long its watchdog stalls too; fencing still can.",
 	Variants: []Variant{
 		{Name: "wrong", Label: "lock.SimpleRedisLock, lease shorter than the work", Wrong: true},
-		{Name: "renewal", Label: "token lock + watchdog renewal (lesson_renew.lua)"},
+		{Name: "renewal", Label: "lock.ReentrantLock, held by its watchdog (renew.lua)"},
 		{Name: "fencing", Label: "lock.SimpleRedisLock's fencing token (Token), checked by the storage"},
 	},
 	play:  playShortTTL,
@@ -42,13 +44,11 @@ func playShortTTL(s *Scene, v Variant) error {
 	s.storage = &Storage{}
 	lease := s.srv.renewedLease()
 	name := s.LockName("counter")
-	mk := func(a *Actor) (lock.Lock, *tokenLock) {
-		if v.Name == "renewal" {
-			l := newTokenLock(a.Redis, name, a.Process)
-			l.draw = s.drawToken
-			return l, l
-		}
-		return lock.NewSimpleRedisLock(a.Redis, a.Process, name), nil
+	key := lockKey(name)
+	var dog *watchdog
+	if v.Name == "renewal" {
+		dog = newWatchdog(s, "A.watchdog")
+		defer dog.release()
 	}
 	increment := func(ctx context.Context, a *Actor, lk lock.Lock) error {
 		a.Enter()
@@ -68,26 +68,22 @@ func playShortTTL(s *Scene, v Variant) error {
 		return nil
 	}
 	s.Go("A", func(ctx context.Context, a *Actor) error {
-		lk, tl := mk(a)
+		var lk lock.Lock = lock.NewSimpleRedisLock(a.Redis, a.Process, name)
+		if dog != nil {
+			// TryLock holds a ReentrantLock with the watchdog: lease is the lease it renews.
+			rl := dog.client(a).ReentrantLock(name)
+			lk, key = rl, rl.Key()
+		}
 		if ok, err := lk.TryLock(ctx, lease); err != nil || !ok {
 			return fmt.Errorf("A could not lock: %v", err)
 		}
-		if v.Name == "renewal" {
-			s.Go("A.watchdog", func(ctx context.Context, w *Actor) error {
-				for {
-					w.Point("tick")
-					ok, err := tl.Renew(ctx, lease)
-					if err != nil || !ok {
-						w.Note("the lease is already lost: stops")
-						return err
-					}
-				}
-			}, WithProcess(a.Process))
-		}
 		return increment(ctx, a, lk)
-	})
+	}, withBackground("A.watchdog"))
 	s.Go("B", func(ctx context.Context, a *Actor) error {
-		lk, _ := mk(a)
+		var lk lock.Lock = lock.NewSimpleRedisLock(a.Redis, a.Process, name)
+		if dog != nil {
+			lk = fixedLease{dog.client(a).ReentrantLock(name)}
+		}
 		// B retries once, after A has released: a lock that refuses it again would refuse it
 		// forever, so B gives up and the verdict reports it was never let in.
 		for tries := 0; ; tries++ {
@@ -108,25 +104,34 @@ func playShortTTL(s *Scene, v Variant) error {
 		return increment(ctx, a, lk)
 	})
 	s.Until("A", "working")
-	watchdog := s.Has("A.watchdog")
-	if watchdog {
-		s.Until("A.watchdog", "tick")
-	}
+	// The watchdog renews a third of a lease after the grant, then every third of a lease
+	// after the last renewal: the clock moves a third of a lease between renewals, past the
+	// grant's lease in all.
 	for i := 0; i < 3; i++ {
+		if dog != nil {
+			if err := dog.next(); err != nil {
+				return err
+			}
+		}
 		if err := s.Advance(lease/3, "A is still working"); err != nil {
 			return err
 		}
-		if watchdog {
-			s.Until("A.watchdog", "tick")
+	}
+	if dog != nil {
+		// The fourth renewal is held in the hook until A has released: the watchdog then ends
+		// without another.
+		if err := dog.next(); err != nil {
+			return err
 		}
 	}
-	if err := s.Observe(lockKey(name), "A's original lease is over"); err != nil {
+	if err := s.Observe(key, "A's original lease is over"); err != nil {
 		return err
 	}
 	s.Until("B", "refused")
 	s.Finish("A")
-	if watchdog {
-		s.Stop("A.watchdog", "stops: A has released the lock")
+	if dog != nil && !dog.stopped {
+		dog.release()
+		s.record(Event{Actor: dog.name, Kind: KindNote, What: "stops: A has released the lock"})
 	}
 	s.Finish("B")
 	return nil

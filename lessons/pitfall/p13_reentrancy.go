@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/lock"
-	"github.com/seckill/seckill/scripts/lua"
 )
 
 // Pitfall 13 — a lock its holder cannot take again: reentrancy as a requirement (可重入性:
@@ -30,17 +29,6 @@ var reentrancy = &Pitfall{
 	play:     playReentrancy,
 	judge:    reentrancyVerdict,
 }
-
-// The fix is the library's ReentrantLock: these names let the timeline show its scripts.
-const (
-	reentrantLockName   = "reentrant_lock.lua"
-	reentrantUnlockName = "reentrant_unlock.lua"
-)
-
-var (
-	_ = nameScript(reentrantLockName, lua.ReentrantLock, false)
-	_ = nameScript(reentrantUnlockName, lua.ReentrantUnlock, false)
-)
 
 // fixedLease is a lock.ReentrantLock taken with a fixed lease (TryLockWait, wait 0) instead of
 // TryLock's watchdog: a watchdog renews on its own timer, which would put a renewal into the

@@ -11,6 +11,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/scripts/lua"
 )
 
 // recorder is the go-redis hook that writes every command an actor sends, and its reply,
@@ -18,6 +20,17 @@ import (
 type recorder struct {
 	scene *Scene
 	label string // the participant: "Redis", "primary", "replica"
+	// background names the sender of a command from a goroutine that is no actor's (see
+	// withBackground); "script" when empty.
+	background string
+}
+
+// who names the sender of a command sent with ctx.
+func (r *recorder) who(ctx context.Context) string {
+	if n := r.scene.actorOf(ctx); n != "script" || r.background == "" {
+		return n
+	}
+	return r.background
 }
 
 // script is a Lua script the timeline shows by name instead of its SHA1.
@@ -39,6 +52,20 @@ func nameScript(name, src string, deletes bool) *redis.Script {
 	scriptsMu.Unlock()
 	return redis.NewScript(src)
 }
+
+// The library's scripts the lessons' locks run, by the names the timeline shows.
+const (
+	reentrantLockName   = "reentrant_lock.lua"
+	reentrantUnlockName = "reentrant_unlock.lua"
+	renewName           = "renew.lua"
+)
+
+var (
+	_ = nameScript("unlock.lua", lua.Unlock, true)
+	_ = nameScript(reentrantLockName, lua.ReentrantLock, false)
+	_ = nameScript(reentrantUnlockName, lua.ReentrantUnlock, false)
+	_ = nameScript(renewName, lua.Renew, false)
+)
 
 func scriptBySHA(sha string) (script, bool) {
 	scriptsMu.Lock()
@@ -63,7 +90,7 @@ func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if quiet[cmd.Name()] || isNoScript(err) || isNoScript(cmd.Err()) {
 			return err
 		}
-		r.scene.recordCommand(r.label, r.scene.actorOf(ctx), []redis.Cmder{cmd})
+		r.scene.recordCommand(r.label, r.who(ctx), []redis.Cmder{cmd})
 		return err
 	}
 }
@@ -71,7 +98,7 @@ func (r *recorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (r *recorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		r.scene.recordCommand(r.label, r.scene.actorOf(ctx), cmds)
+		r.scene.recordCommand(r.label, r.who(ctx), cmds)
 		return err
 	}
 }

@@ -210,7 +210,6 @@ type redlockActor struct {
 	held    []heldCommand
 }
 
-
 func newRedLockActor(s *Scene, a *Actor, nodes *redlockNodes) *redlockActor {
 	ra := &redlockActor{s: s, a: a}
 	for i, addr := range nodes.addrs {

@@ -80,6 +80,9 @@ type actorConfig struct {
 	label   string
 	network string
 	hook    redis.Hook
+	// background names the commands the actor's client sends from goroutines that are no
+	// actor's and carry no actor's context: the lock library's own (a watchdog).
+	background string
 }
 
 // WithProcess sets the process id the actor's locks put in their values (default: its name).
@@ -89,6 +92,10 @@ func WithProcess(p string) ActorOption { return func(c *actorConfig) { c.process
 func withServer(network, addr, label string) ActorOption {
 	return func(c *actorConfig) { c.network, c.addr, c.label = network, addr, label }
 }
+
+// withBackground shows the commands the actor's client sends from the lock library's own
+// goroutines (a lock.Client's watchdog) as name's.
+func withBackground(name string) ActorOption { return func(c *actorConfig) { c.background = name } }
 
 // withFault adds a fault-injecting hook (after the recording one) to the actor's client.
 func withFault(h redis.Hook) ActorOption { return func(c *actorConfig) { c.hook = h } }
@@ -121,7 +128,7 @@ func (s *Scene) Go(name string, fn func(ctx context.Context, a *Actor) error, op
 		Name: name, Process: cfg.process, Redis: c, scene: s,
 		resume: make(chan string), parked: make(chan string),
 	}
-	c.AddHook(&recorder{scene: s, label: cfg.label})
+	c.AddHook(&recorder{scene: s, label: cfg.label, background: cfg.background})
 	if cfg.hook != nil {
 		c.AddHook(cfg.hook)
 	}
@@ -317,18 +324,6 @@ func (s *Scene) Observed(actor, to, what, reply, note string) {
 // Note records a scene-level fact (time passing, a server failing).
 func (s *Scene) Note(format string, args ...any) {
 	s.record(Event{Kind: KindTime, What: fmt.Sprintf(format, args...)})
-}
-
-// drawToken is a tokenLock's draw function for the scene: a random token, shown in the
-// timeline as process:tokenN.
-func (s *Scene) drawToken(process string) string {
-	t := randomToken(process)
-	s.mu.Lock()
-	s.tokens++
-	shown := fmt.Sprintf("%s:token%d", process, s.tokens)
-	s.mu.Unlock()
-	s.Alias(t, shown)
-	return t
 }
 
 // Alias makes the rendered timeline show raw (a random token, a run-specific value) as shown.
