@@ -3,7 +3,9 @@
 // each run wrong and then right on the same scenario, step by step in a fixed order (no
 // goroutines, no sleeps: the "crash" is a step that is not taken), with the timeline and the
 // books. The right variants run this repository's own scripts (scripts/lua/async_admit.lua,
-// async_dead.lua) and the writer's order of steps (internal/async/writer.go).
+// async_ack.lua, async_dead.lua) and take the writer's steps in its order
+// (internal/async/writer.go, not imported: it depends on internal/order, which lessons may
+// not import; its own tests hold it to that order).
 //
 // The database is a small in-memory table with the constraints the real one has (order id as
 // primary key, one order per user and voucher, stock that may not go below zero), so that the
@@ -44,6 +46,13 @@ type Run struct {
 	// Queued is the admitted orders still in the stream (read or not) that are not rows yet:
 	// each holds a unit Redis no longer offers.
 	Queued int64
+	// Stream is the entries left in the stream: once a writer acknowledged an order
+	// (async_ack.lua deletes its entry), only the queued ones.
+	Stream int64
+	// Wanted is the units the run's users asked for: one per user who ordered, up to the
+	// stock. A right variant sells them all; one that refused everyone would keep every other
+	// book right.
+	Wanted int64
 	// Broken is the lesson's failure, in words; empty when the books are right.
 	Broken string
 }
@@ -88,6 +97,7 @@ func RunAll(ctx context.Context, rdb *redis.Client, prefix string) ([]Result, er
 // The scripts of the right variants are the service's own.
 var (
 	admitScript = redis.NewScript(lua.AsyncAdmit)
+	ackScript   = redis.NewScript(lua.AsyncAck)
 	deadScript  = redis.NewScript(lua.AsyncDead)
 )
 
@@ -111,12 +121,14 @@ type env struct {
 	nextID   int64
 	// as names the instance acting, when two share a consumer name (lesson A5).
 	as string
+	// asked is every user who ordered, answered 202 or not.
+	asked map[int64]bool
 }
 
 func newEnv(rdb *redis.Client, prefix string) *env {
 	p := prefix + ":{voucher:1}:"
 	return &env{rdb: rdb, k: keys{sale: p + "sale", users: p + "users", orders: p + "orders", stream: p + "stream",
-		dead: p + "dead", attempts: p + "attempts"}, nextID: 100}
+		dead: p + "dead", attempts: p + "attempts"}, nextID: 100, asked: map[int64]bool{}}
 }
 
 func (e *env) say(format string, a ...any) {
@@ -154,6 +166,7 @@ func (e *env) admit(ctx context.Context, user int64) (string, error) {
 }
 
 func (e *env) answer(user, code int64) (string, error) {
+	e.asked[user] = true
 	var a string
 	switch code {
 	case 0:
@@ -217,17 +230,22 @@ func (e *env) claim(ctx context.Context, consumer string) ([]entry, error) {
 	return es, nil
 }
 
-// ack acknowledges and deletes entries, as scripts/lua/async_ack.lua does.
+// ack acknowledges entries with the service's script (scripts/lua/async_ack.lua): XACK, XDEL
+// and the orders' pending status forgotten, in one step. Whether that happens before or after
+// the commit is the lesson's.
 func (e *env) ack(ctx context.Context, consumer string, es ...entry) error {
-	for _, x := range es {
-		if err := e.rdb.XAck(ctx, e.k.stream, group, x.streamID).Err(); err != nil {
-			return err
-		}
-		if err := e.rdb.XDel(ctx, e.k.stream, x.streamID).Err(); err != nil {
-			return err
-		}
+	if len(es) == 0 {
+		return nil
 	}
-	e.say("%s: XACK + XDEL %s", consumer, describe(es))
+	args := []any{group}
+	for _, x := range es {
+		args = append(args, x.streamID, x.order)
+	}
+	n, err := ackScript.Run(ctx, e.rdb, []string{e.k.stream, e.k.orders, e.k.attempts}, args...).Int()
+	if err != nil {
+		return err
+	}
+	e.say("%s: async_ack.lua (XACK + XDEL) %s → %d acknowledged", consumer, describe(es), n)
 	return nil
 }
 
@@ -312,8 +330,8 @@ func (e *env) books(ctx context.Context) (Run, error) {
 	}
 	// Counted per order, so that an order that is both a row and a dead letter (lesson A5)
 	// counts once. Queued: admitted, in the stream, not a row. Lost: admitted, not written, no
-	// longer in the stream (acknowledged entries are deleted, as scripts/lua/async_ack.lua
-	// does: what is left is pending or not yet read, so a writer will see it), and not
+	// longer in the stream (acknowledged entries are deleted by scripts/lua/async_ack.lua:
+	// what is left is pending or not yet read, so a writer will see it), and not
 	// dead-lettered (so nobody was told it failed).
 	var queued, lost int64
 	for _, id := range e.ids {
@@ -327,7 +345,8 @@ func (e *env) books(ctx context.Context) (Run, error) {
 		}
 	}
 	r := Run{Timeline: e.timeline, Initial: e.initial, RedisStock: stock, Admitted: e.admitted, Rows: int64(len(e.db.rows)),
-		Lost: lost, Pending: pending.Count, Queued: queued}
+		Lost: lost, Pending: pending.Count, Queued: queued, Stream: int64(len(stream)),
+		Wanted: min(int64(len(e.asked)), e.initial)}
 	return r, nil
 }
 

@@ -57,6 +57,8 @@ func decrementFirst() Lesson {
 				return fmt.Sprintf("stock %d in Redis; %d of %d units sold", r.RedisStock, r.Admitted, r.Initial)
 			case r.Admitted+r.RedisStock != r.Initial:
 				return fmt.Sprintf("admitted %d + stock %d ≠ %d", r.Admitted, r.RedisStock, r.Initial)
+			case r.Admitted < r.Wanted:
+				return fmt.Sprintf("%d of the %d units the users asked for admitted", r.Admitted, r.Wanted)
 			}
 			return ""
 		},
@@ -134,7 +136,7 @@ func noCompensation() Lesson {
 				return fmt.Sprintf("%d of %d units sold, Redis stock %d: %d unit(s) reserved for an order that will never exist",
 					r.Rows, r.Initial, r.RedisStock, r.Initial-r.Rows-r.RedisStock-r.Queued)
 			}
-			return ""
+			return unwritten(r)
 		},
 	}
 }
@@ -189,7 +191,7 @@ func ackBeforeCommit() Lesson {
 			if r.Lost > 0 {
 				return fmt.Sprintf("%d of %d admitted orders lost: not in the database, not pending", r.Lost, r.Admitted)
 			}
-			return ""
+			return unwritten(r)
 		},
 	}
 }
@@ -252,7 +254,7 @@ func onlyNew() Lesson {
 			if r.Rows < r.Admitted {
 				return fmt.Sprintf("%d of %d admitted orders written; %d still pending after three reads", r.Rows, r.Admitted, r.Pending)
 			}
-			return ""
+			return unwritten(r)
 		},
 	}
 }
@@ -328,7 +330,19 @@ func sharedName() Lesson {
 				return fmt.Sprintf("Redis offers %d unit(s) and holds %d admitted order(s) in the stream with %d of %d sold: %d unit(s) sold twice",
 					r.RedisStock, r.Queued, r.Rows, r.Initial, over)
 			}
-			return ""
+			return unwritten(r)
 		},
 	}
+}
+
+// unwritten is the liveness half of the verdict of the lessons whose writer runs to the end:
+// every unit the users asked for is a row, and no written order's entry is left in the stream.
+func unwritten(r Run) string {
+	switch {
+	case r.Rows < r.Wanted:
+		return fmt.Sprintf("%d of the %d units the users asked for written", r.Rows, r.Wanted)
+	case r.Stream > r.Queued:
+		return fmt.Sprintf("%d written order(s) still in the stream", r.Stream-r.Queued)
+	}
+	return ""
 }

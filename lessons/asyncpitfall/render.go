@@ -19,7 +19,12 @@ right on the same scenario by ` + "`lessons/asyncpitfall`" + `: the steps in a f
 step not taken), Redis real (miniredis in ` + "`go test`" + `, redis-server in
 ` + "`make test-integration`" + `), the database a table with the real one's constraints (order id
 primary key, one order per user, stock not below zero). The right variants run the service's
-own scripts (` + "`scripts/lua/async_admit.lua`, `async_dead.lua`" + `) and its writer's order of steps.
+own scripts (` + "`scripts/lua/async_admit.lua`, `async_ack.lua`, `async_dead.lua`" + `), so a regression
+in them fails a lesson, and take the writer's steps in the writer's order. The writer itself
+(` + "`internal/async`" + `, which depends on ` + "`internal/order`" + ` and so is no lesson's import) is held to that
+order by its own tests: ` + "`TestCrashBeforeCommit`" + ` (A3, A4), ` + "`TestRedeliveryIdempotent`" + `. A right
+run's books must also show every unit the users asked for admitted and, where a writer runs to
+the end, written: a fix that refused everyone would keep every other book right.
 The books: **admitted** = 202s answered, **rows** = orders in the database, **stock** = what
 Redis still offers, **pending** = delivered and not acknowledged, **lost** = admitted and
 neither written, pending nor dead-lettered.
