@@ -31,8 +31,9 @@ var reentrancy = &Pitfall{
 }
 
 // fixedLease is a lock.ReentrantLock taken with a fixed lease (TryLockWait, wait 0) instead of
-// TryLock's watchdog: a watchdog renews on its own timer, which would put a renewal into the
-// timeline whenever the machine is slow enough, and this lesson is about re-entry, not leases.
+// TryLock's watchdog, for the lessons' ReentrantLocks whose watchdog no script steps (pitfall
+// 13's, and B's in pitfall 7): an unstepped watchdog renews on its own timer, which would put
+// a renewal into the timeline whenever the machine is slow enough.
 type fixedLease struct{ *lock.ReentrantLock }
 
 func (l fixedLease) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
