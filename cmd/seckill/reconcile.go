@@ -27,6 +27,9 @@ var errDrift = errors.New("reconcile: the books disagree")
 
 // runReconcile prints the asynchronous mode's books per voucher (all seckill vouchers, or the
 // one named) and fails when Redis stock + pending + database orders is not the initial stock.
+// The dead letters whose unit Redis kept are shown, not added: each already brought the two
+// sides together by a unit (see async.Book.Kept), so a voucher with kept units and no drift
+// passes, with a note that says what they were.
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var fs *flag.FlagSet // the parsed set: its Args are the voucher id
 	cfg, err := parseConfig("reconcile", args, getenv, stderr, func(set *flag.FlagSet) {
@@ -78,15 +81,16 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("reconcile: at most one voucher id, got %d arguments", fs.NArg())
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "voucher\tinitial\tredis stock\tpending\tdb orders\tdb stock\tdrift\t\t")
+	fmt.Fprintln(tw, "voucher\tinitial\tredis stock\tpending\tdb orders\tdb stock\tkept\tdrift\t\t")
 	drifted := 0
+	var notes []string
 	for _, id := range ids {
 		b, err := async.ReconcileSettled(ctx, rdb, store, id, reconcileTries)
 		if err != nil {
 			return err
 		}
 		if !b.Loaded {
-			fmt.Fprintf(tw, "%d\t%d\t-\t-\t%d\t%d\t-\tnot in redis\t\n", id, b.Initial, b.Orders, b.DBStock)
+			fmt.Fprintf(tw, "%d\t%d\t-\t-\t%d\t%d\t%d\t-\tnot in redis\t\n", id, b.Initial, b.Orders, b.DBStock, b.Kept)
 			continue
 		}
 		verdict := "ok"
@@ -94,13 +98,38 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 			verdict = "DRIFT"
 			drifted++
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%+d\t%s\t\n", id, b.Initial, b.RedisStock, b.Pending, b.Orders, b.DBStock, b.Drift(), verdict)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%+d\t%s\t\n", id, b.Initial, b.RedisStock, b.Pending, b.Orders, b.DBStock, b.Kept, b.Drift(), verdict)
+		notes = append(notes, bookNotes(b)...)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(stdout, n)
 	}
 	if drifted > 0 {
 		return fmt.Errorf("%w: %d of %d vouchers drifted (redis stock + pending + db orders != db stock + db orders)", errDrift, drifted, len(ids))
 	}
 	return nil
+}
+
+// bookNotes says what a loaded voucher's drift and kept units mean, and what to do.
+func bookNotes(b async.Book) []string {
+	var notes []string
+	dead := "seckill:{voucher:" + strconv.FormatInt(b.VoucherID, 10) + "}:dead"
+	switch d := b.Drift(); {
+	case d > 0:
+		notes = append(notes, fmt.Sprintf("voucher %d: Redis counts %d unit(s) the database lacks (its stock was cut, or an order written, "+
+			"behind Redis): each admits an order the database refuses, dead-lettered with its unit kept, until the drift is 0; "+
+			"to stop that now, reload the voucher (docs/async.md, Changing a voucher's stock)", b.VoucherID, d))
+	case d < 0:
+		notes = append(notes, fmt.Sprintf("voucher %d: %d unit(s) lost: the database has them and Redis will not sell them "+
+			"(the database's stock was raised behind Redis?); reload the voucher (docs/async.md, Changing a voucher's stock)", b.VoucherID, -d))
+	}
+	if b.Kept > 0 {
+		notes = append(notes, fmt.Sprintf("voucher %d: %d kept: dead letters of orders the database's stock was short of, each "+
+			"taking off a unit Redis had counted and the database never had (drift %+d before them); they are not lost "+
+			"units, and the orders are in XRANGE %s - +", b.VoucherID, b.Kept, b.Drift()+b.Kept, dead))
+	}
+	return notes
 }

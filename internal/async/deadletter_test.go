@@ -41,6 +41,23 @@ func (f *fixture) deadLetters(voucherID int64, n int) []any {
 	return units
 }
 
+// keptSale sells a voucher of stock 3 that had one unit sold behind Redis (sellBehind) to
+// users 1 to 3, with a writer that dead-letters at the first refusal (the fixture's
+// MaxAttempts 1): two orders are written and the third, which the database's stock is short
+// of, is dead-lettered with its unit kept. It returns the voucher and the admitted orders.
+func (f *fixture) keptSale() (int64, map[int64]int64) {
+	f.t.Helper()
+	vid := f.voucher(3)
+	require.NoError(f.t, f.loader.Load(context.Background(), vid))
+	f.sellBehind(vid, 99)
+	admitted := f.place(vid, 1, 3)
+	require.Equal(f.t, int64(1), f.book(vid).Drift(), "Redis counts the unit sold behind it")
+	f.writer("w", nil)
+	require.Equal(f.t, []any{"kept"}, f.deadLetters(vid, 1))
+	f.eventually("the others written", func() bool { return len(f.rows(vid)) == 3 })
+	return vid, admitted
+}
+
 // TestDeadLetterStockShortKeepsTheUnit: the database's stock is one unit short of what Redis
 // counts (a unit sold outside the stream). The order the database cannot cover is
 // dead-lettered without giving its unit back: given back, it would admit another order that
@@ -52,18 +69,11 @@ func TestDeadLetterStockShortKeepsTheUnit(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 1})
 			ctx := context.Background()
-			vid := f.voucher(3)
-			require.NoError(t, f.loader.Load(ctx, vid))
-			f.sellBehind(vid, 99)
-			admitted := f.place(vid, 1, 3)
-			require.Equal(t, int64(1), f.book(vid).Drift(), "Redis counts the unit sold behind it")
-
-			f.writer("w", nil)
-			assert.Equal(t, []any{"kept"}, f.deadLetters(vid, 1))
-			f.eventually("the others written", func() bool { return len(f.rows(vid)) == 3 })
+			vid, admitted := f.keptSale()
 			b := f.book(vid)
 			assert.Zero(t, b.RedisStock, "the stock-short order's unit is not given back")
 			assert.Zero(t, b.Drift(), "books %+v", b)
+			assert.Equal(t, int64(1), b.Kept, "the books show the unit kept")
 			var failed int64
 			for id := range admitted {
 				if p, ok, err := f.statuses.Lookup(ctx, id); err == nil && ok && p.Failed {
@@ -108,8 +118,42 @@ func TestDeadLetterStockShortAfterReload(t *testing.T) {
 			b = f.book(vid)
 			assert.Zero(t, b.RedisStock, "the debt settled, no unit to sell")
 			assert.Zero(t, b.Drift(), "books %+v", b)
+			assert.Zero(t, b.Kept, "the unit went back: none kept")
 			_, err := f.svc.Place(ctx, 3, vid)
 			assert.ErrorIs(t, err, order.ErrSoldOut)
+		})
+	}
+}
+
+// TestStockChangedBehindRedis: there is no API to change a voucher's stock; an operator who
+// changes it in the database and then deletes the sale hash (docs/async.md, "Changing a
+// voucher's stock") has the next admission reload it: stock = the database's stock less the
+// orders pending. After a stock-short dead letter kept its unit, that reload counts neither the
+// kept unit (the database never had it) nor the raise twice: the raise is sold exactly, and
+// the books agree with the kept unit still shown.
+func TestStockChangedBehindRedis(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{MaxAttempts: 1})
+			ctx := context.Background()
+			vid, _ := f.keptSale()
+
+			require.NoError(t, f.db.Exec("UPDATE seckill_vouchers SET stock = stock + 2 WHERE voucher_id = ?", vid).Error)
+			b := f.book(vid)
+			require.Equal(t, int64(-2), b.Drift(), "Redis does not know of the raise: books %+v", b)
+			sale, _, _, _, _ := async.KeysOf(vid)
+			require.NoError(t, f.rdb.Del(ctx, sale).Err())
+			admitted := f.place(vid, 10, 11) // the first finds the sale hash missing and reloads it
+			_, err := f.svc.Place(ctx, 12, vid)
+			assert.ErrorIs(t, err, order.ErrSoldOut, "the raise of 2 is sold, no more")
+			f.eventually("the raise written", func() bool { return len(f.rows(vid)) == 5 })
+			rows := f.rows(vid)
+			for id := range admitted {
+				assert.Contains(t, rows, id)
+			}
+			b = f.book(vid)
+			assert.Equal(t, async.Book{VoucherID: vid, Loaded: true, Initial: 5, Orders: 5, Kept: 1}, b)
+			assert.Equal(t, []any{"kept"}, f.deadLetters(vid, 1), "no other dead letter")
 		})
 	}
 }

@@ -162,29 +162,35 @@ func (l *Loader) LoadOnSale(ctx context.Context, now time.Time) error {
 }
 
 // redisBooks is a voucher's books in Redis: its stock (loaded false when the sale hash is
-// missing) and the orders in its stream.
+// missing), the orders in its stream, and the length of its dead-letter stream at that moment.
 type redisBooks struct {
 	loaded bool
 	stock  int64
 	stream []Entry
+	dead   int64
 }
 
-// readRedisBooks reads the sale hash's stock and the stream's entries in one script.
+// readRedisBooks reads the sale hash's stock, the stream's entries and the dead-letter
+// stream's length in one script.
 func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64) (redisBooks, error) {
 	k := keysOf(voucherID)
-	res, err := booksScript.Run(ctx, rdb, []string{k.sale, k.stream}).Slice()
+	res, err := booksScript.Run(ctx, rdb, []string{k.sale, k.stream, k.dead}).Slice()
 	if err != nil {
 		return redisBooks{}, fmt.Errorf("read books: %w", err)
 	}
+	if len(res) < 2 {
+		return redisBooks{}, fmt.Errorf("read books: script returned %d values, want at least 2", len(res))
+	}
 	var b redisBooks
-	if len(res) > 0 && res[0] != nil {
+	if res[0] != nil {
 		s, _ := res[0].(string)
 		if b.stock, err = strconv.ParseInt(s, 10, 64); err != nil {
 			return redisBooks{}, fmt.Errorf("read books: stock %q: %w", s, err)
 		}
 		b.loaded = true
 	}
-	for i := 1; i+3 < len(res); i += 4 {
+	b.dead, _ = res[1].(int64)
+	for i := 2; i+3 < len(res); i += 4 {
 		var n [3]int64
 		for j := range n {
 			s, _ := res[i+j].(string)

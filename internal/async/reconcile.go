@@ -25,20 +25,35 @@ type Book struct {
 	Pending int64
 	// Orders is the database's order rows of the voucher.
 	Orders int64
+	// Kept is the voucher's dead letters whose unit Redis kept (unit=kept): orders the
+	// database's stock was short of. Each took off one unit that Redis counted and the
+	// database never had, so it is not in the sum of Drift: it says how far the books were
+	// apart before those dead letters brought them together. Zero after a Redis that
+	// restarted empty, which lost its dead letters.
+	Kept int64
 }
 
 // Drift is RedisStock + Pending + Orders − Initial: zero when the books agree; below zero
-// units are lost (under-sold), above zero sold twice. A dead letter of an order the
-// database's stock was short of keeps its unit (async_dead.lua) and so takes one off a drift
-// above zero.
+// units are lost (under-sold), above zero Redis counts units the database lacks (each would
+// admit an order the database refuses). A dead letter of an order the database's stock was
+// short of keeps its unit (async_dead.lua) and so takes one off a drift above zero: Kept
+// counts those, and Drift + Kept is how far the books had drifted before them.
 func (b Book) Drift() int64 { return b.RedisStock + b.Pending + b.Orders - b.Initial }
 
-// Reconcile reads voucherID's books: Redis first (the stock and the stream in one script),
-// then the database (stock and rows in one transaction). An order written between the two
-// reads is counted once, as a row. An order admitted in between is not seen by Redis's read
-// but, if written before the database's, is a row: while orders flow the books can show a
-// transient drift, so callers read again before they report one (see ReconcileSettled).
-func Reconcile(ctx context.Context, rdb redis.Scripter, store *Store, voucherID int64) (Book, error) {
+// booksReader is what Reconcile needs of Redis: the books script, and reads of the
+// dead-letter stream.
+type booksReader interface {
+	redis.Scripter
+	XRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
+}
+
+// Reconcile reads voucherID's books: Redis first (the stock, the stream and the dead-letter
+// stream's length in one script), then the database (stock and rows in one transaction), then
+// the dead letters Redis's read counted. An order written between the two reads is counted
+// once, as a row. An order admitted in between is not seen by Redis's read but, if written
+// before the database's, is a row: while orders flow the books can show a transient drift, so
+// callers read again before they report one (see ReconcileSettled).
+func Reconcile(ctx context.Context, rdb booksReader, store *Store, voucherID int64) (Book, error) {
 	rb, err := readRedisBooks(ctx, rdb, voucherID)
 	if err != nil {
 		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
@@ -54,12 +69,43 @@ func Reconcile(ctx context.Context, rdb redis.Scripter, store *Store, voucherID 
 			book.Pending++
 		}
 	}
+	if book.Kept, err = countKept(ctx, rdb, keysOf(voucherID).dead, rb.dead); err != nil {
+		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
+	}
 	return book, nil
+}
+
+// keptPage is how many dead letters one read of the dead-letter stream takes.
+const keptPage = 1000
+
+// countKept counts the dead letters whose unit was kept among the first n of dead: those the
+// books script saw, and no later one, whose order it counted pending. A page at a time, so
+// that a long dead-letter stream does not hold Redis in one reply.
+func countKept(ctx context.Context, rdb booksReader, dead string, n int64) (int64, error) {
+	var kept, seen int64
+	start := "-"
+	for seen < n {
+		msgs, err := rdb.XRangeN(ctx, dead, start, "+", min(keptPage, n-seen)).Result()
+		if err != nil {
+			return 0, fmt.Errorf("read dead letters: %w", err)
+		}
+		if len(msgs) == 0 {
+			break // trimmed by hand: count what is left
+		}
+		for _, m := range msgs {
+			if m.Values["unit"] == "kept" {
+				kept++
+			}
+		}
+		seen += int64(len(msgs))
+		start = "(" + msgs[len(msgs)-1].ID
+	}
+	return kept, nil
 }
 
 // ReconcileSettled reads the books up to tries times and returns the first that agree, or
 // the last: a drift seen on every read is not a race with the writer.
-func ReconcileSettled(ctx context.Context, rdb redis.Scripter, store *Store, voucherID int64, tries int) (Book, error) {
+func ReconcileSettled(ctx context.Context, rdb booksReader, store *Store, voucherID int64, tries int) (Book, error) {
 	var b Book
 	var err error
 	for range max(tries, 1) {

@@ -97,7 +97,8 @@ var AsyncAttempt string
 //go:embed async_held.lua
 var AsyncHeld string
 
-// AsyncBooks is async_books.lua: a voucher's stock and the order ids in its stream.
+// AsyncBooks is async_books.lua: a voucher's stock, the order ids in its stream and how many
+// dead letters it has.
 //
 //go:embed async_books.lua
 var AsyncBooks string
