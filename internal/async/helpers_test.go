@@ -191,3 +191,16 @@ func (f *fixture) place(voucherID, from, to int64) map[int64]int64 {
 	}
 	return admitted
 }
+
+// crashed has a consumer "crashed" of the group read voucherID's n entries, and never
+// acknowledge them: a writer that died before its commit.
+func (f *fixture) crashed(voucherID int64, n int) {
+	f.t.Helper()
+	ctx := context.Background()
+	_, _, _, stream, _ := async.KeysOf(voucherID)
+	require.NoError(f.t, f.rdb.XGroupCreateMkStream(ctx, stream, async.DefaultGroup, "0").Err())
+	res, err := f.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: async.DefaultGroup, Consumer: "crashed",
+		Streams: []string{stream, ">"}, Count: int64(n) + 1, Block: -1}).Result()
+	require.NoError(f.t, err)
+	require.Len(f.t, res[0].Messages, n, "the crashed consumer took every entry")
+}

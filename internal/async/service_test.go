@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -371,11 +370,7 @@ func TestCrashBeforeCommit(t *testing.T) {
 			vid := f.voucher(5)
 			admitted := f.place(vid, 1, 4)
 			_, _, _, stream, _ := async.KeysOf(vid)
-			require.NoError(t, f.rdb.XGroupCreateMkStream(ctx, stream, async.DefaultGroup, "0").Err())
-			res, err := f.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: async.DefaultGroup, Consumer: "crashed",
-				Streams: []string{stream, ">"}, Count: 10, Block: -1}).Result()
-			require.NoError(t, err)
-			require.Len(t, res[0].Messages, 4, "the crashed consumer took every entry")
+			f.crashed(vid, 4)
 			statuses := async.NewStatuses(f.rdb)
 			backlog, err := statuses.Backlog(ctx, vid)
 			require.NoError(t, err)

@@ -211,7 +211,7 @@ func streamIDTime(id string) (time.Time, bool) {
 
 // loop writes voucherID's stream until Stop: first what the group had delivered to this
 // consumer and not acknowledged, then new entries, and every ClaimIdle/2 the entries other
-// consumers left idle past ClaimIdle.
+// consumers left idle past ClaimIdle (again at once after a claim that filled a batch).
 func (w *Writer) loop(voucherID int64) {
 	k := keysOf(voucherID)
 	own := true // this consumer's pending entries first: a batch that failed is retried from there
@@ -238,10 +238,12 @@ func (w *Writer) loop(voucherID int64) {
 		// it replies, so delivered is taken before the request is sent, not at its reply, which
 		// comes a round trip later, or much later on a slow network or a busy Redis.
 		delivered := time.Now()
+		fullClaim := false
 		switch {
 		case delivered.Sub(lastClaim) >= w.cfg.ClaimIdle/2:
 			lastClaim = delivered
 			msgs, err = w.claim(k, limit)
+			fullClaim = err == nil && len(msgs) == limit
 		case own:
 			msgs, err = w.read(k, "0", limit, -1)
 			if err == nil && len(msgs) == 0 {
@@ -277,6 +279,11 @@ func (w *Writer) loop(voucherID int64) {
 			limit = max(1, len(msgs)/2)
 		case ok:
 			limit = min(w.cfg.Batch, 2*limit)
+		}
+		if fullClaim && ok {
+			// More may be as idle (a consumer died holding more than a batch, or several
+			// did): claim again now rather than a page every ClaimIdle/2.
+			lastClaim = time.Time{}
 		}
 		if !ok {
 			own = true
