@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,14 +106,18 @@ func mysqlConfig(dsn string) (*mysqldriver.Config, error) {
 // OpenSQLite opens (creating if needed) the embedded database file seckill.db in dir.
 //
 // SQLite admits one writer at a time. Transactions begin IMMEDIATE, taking the write lock up
-// front and queueing behind busy_timeout, because a deferred transaction that has read cannot
-// write after another one commits (SQLITE_BUSY_SNAPSHOT) and would fail instead of waiting.
-// WAL lets readers run beside the writer.
+// front and queueing for it, because a deferred transaction that has read cannot write after
+// another one commits (SQLITE_BUSY_SNAPSHOT) and would fail instead of waiting. A call waits
+// for the write lock until its context's deadline (MaxSQLiteWriteWait without one), then fails
+// with ErrWriteLockBusy (see boundedConn). WAL lets readers run beside the writer.
 func OpenSQLite(ctx context.Context, dir string, pool Pool) (*DB, error) {
 	dsn := "file:" + filepath.Join(dir, "seckill.db") +
-		"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	g, err := gorm.Open(sqlite.Open(dsn), gormConfig())
+		"?_pragma=busy_timeout(" + strconv.FormatInt(MaxSQLiteWriteWait.Milliseconds(), 10) + ")" +
+		"&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	sqlDB := sql.OpenDB(sqliteConnector{dsn: dsn})
+	g, err := gorm.Open(sqlite.Dialector{DSN: dsn, Conn: sqlDB}, gormConfig())
 	if err != nil {
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open sqlite: %w", err)
 	}
 	return finish(ctx, &DB{DB: g, Dialect: migrations.SQLite}, pool)
