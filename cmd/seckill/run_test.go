@@ -103,10 +103,14 @@ func waitReady(t *testing.T, base string, within time.Duration, exited func() (s
 	}, within, 10*time.Millisecond, "serve never became ready")
 }
 
-// The pairs' admission and deadline: the storms here test the lock, not the time budgets.
-// Every order of a storm may reach one instance, and a burst that queues for the embedded
-// database's one writer, or five embedded RedLock nodes answering a -race build on a starved
-// machine, can take longer than the default deadline.
+// The pairs' admission, Redis pool and deadline: the storms here test the lock, not the time
+// budgets. Every order of a storm may reach one instance, and a burst that queues for the
+// embedded database's one writer, or five embedded RedLock nodes answering a -race build on a
+// starved machine, can take longer than the default deadline. The embedded pair's Redis pool
+// holds a connection for every order of the storm: with the default 128, the orders beyond
+// it waited for a pooled connection, and that wait has its own fixed bound (1 s,
+// app.RedisPoolTimeout) far inside the deadline, so on a starved machine they were answered
+// 503 "connection pool timeout".
 const (
 	stormOrders  = 512
 	stormLease   = 30 * time.Second
@@ -117,6 +121,7 @@ const (
 type pair struct {
 	bases [2]string
 	logs  func() string
+	mini  *miniredis.Miniredis // the embedded pair's Redis; nil with real stores
 }
 
 // embeddedPair wires two instances over one set of embedded stores with app.New, as the demo
@@ -133,7 +138,8 @@ func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 	var p pair
 	for i := range p.bases {
 		inst, err := app.New(ctx, log, app.Config{AdminToken: "secret", Lock: lockKind,
-			Order: order.Config{LockTTL: stormLease, Timeout: stormTimeout, ProcessingDelay: delay, MaxInflight: stormOrders}}, st)
+			RedisPool: stormOrders,
+			Order:     order.Config{LockTTL: stormLease, Timeout: stormTimeout, ProcessingDelay: delay, MaxInflight: stormOrders}}, st)
 		testenv.NeedLockServer(t, err)
 		srv := httptest.NewServer(inst.Handler)
 		t.Cleanup(func() {
@@ -142,7 +148,7 @@ func embeddedPair(t *testing.T, lockKind string, delay time.Duration) pair {
 		})
 		p.bases[i] = srv.URL
 	}
-	p.logs = logs.String
+	p.logs, p.mini = logs.String, st.Mini
 	return p
 }
 
@@ -611,4 +617,32 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+// TestEmbeddedPairOutlastsRedisStall: the embedded pair carries a storm wider than the default
+// Redis pool through a stall of its Redis longer than the pool's own wait bound, as a starved
+// process makes one. The stall is the embedded Redis's own lock, held by the test: every
+// command waits for it, so each order keeps its connection while the stall lasts. Every order
+// is answered 201; with the default pool, the orders beyond it were answered 503 ("connection
+// pool timeout") after app.RedisPoolTimeout, whatever their deadline.
+func TestEmbeddedPairOutlastsRedisStall(t *testing.T) {
+	p := embeddedPair(t, "redis", 0)
+	const orders = 200 // on one instance, more than app.New's default Redis pool (128)
+	vid := mustCreateVoucher(t, p.bases[0], orders)
+	var mu sync.Mutex
+	codes := map[string]int{}
+	var wg sync.WaitGroup
+	p.mini.Lock()
+	for u := int64(1); u <= orders; u++ {
+		wg.Go(func() {
+			code, _ := postOrder(t, p.bases[0], vid, u)
+			mu.Lock()
+			defer mu.Unlock()
+			codes[code]++
+		})
+	}
+	time.Sleep(app.RedisPoolTimeout + 500*time.Millisecond) // the stall's length, not a wait for an event
+	p.mini.Unlock()
+	wg.Wait()
+	assert.Equal(t, map[string]int{"created": orders}, codes)
 }
