@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +24,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/loopback"
 )
 
 // tagHeader numbers the test's requests, so that each upstream can say which ones it saw.
@@ -144,15 +145,15 @@ func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(con
 		fmt.Fprintf(&servers, "server %s%s;\n", u, serverParams(t))
 	}
 
-	var errs []string
-	for range 10 { // another process may take the port between the probe and the start
+	listen := regexp.MustCompile(`(?m)^([ \t]*)listen 8080([ ;])`)
+	require.True(t, listen.Match(conf), "nginx.conf has no 'listen 8080' line")
+	var base string
+	// On a port loopback reserves, tried again elsewhere only when nginx found it taken.
+	err = loopback.Start(func(addr string) error {
 		dir := t.TempDir()
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "conf"), 0o755))
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "logs"), 0o755))
-		port := 16000 + rand.IntN(1000)
-		listen := regexp.MustCompile(`(?m)^([ \t]*)listen 8080([ ;])`)
-		require.True(t, listen.Match(conf), "nginx.conf has no 'listen 8080' line")
-		c := listen.ReplaceAllString(string(conf), "${1}listen 127.0.0.1:"+strconv.Itoa(port)+"${2}")
+		c := listen.ReplaceAllString(string(conf), "${1}listen "+addr+"${2}")
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "nginx.conf"), []byte(edit(c)), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "upstream.conf"), []byte(servers.String()), 0o644))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "conf", "order-gate.conf"), []byte(gate), 0o644))
@@ -164,8 +165,7 @@ func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(con
 		require.NoError(t, cmd.Start())
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		base := "http://127.0.0.1:" + strconv.Itoa(port)
-		if waitHealthy(base, exited) {
+		if waitHealthy("http://"+addr, exited) {
 			t.Cleanup(func() {
 				_ = cmd.Process.Signal(syscall.SIGTERM)
 				<-exited
@@ -174,15 +174,20 @@ func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(con
 					t.Logf("nginx error log:\n%s", log)
 				}
 			})
-			return base
+			base = "http://" + addr
+			return nil
 		}
 		_ = cmd.Process.Kill()
 		<-exited
 		log, _ := os.ReadFile(filepath.Join(dir, "logs", "error.log"))
-		errs = append(errs, fmt.Sprintf("port %d: %s%s", port, out.String(), log))
-	}
-	t.Fatalf("nginx did not start:\n%s", strings.Join(errs, "\n"))
-	return ""
+		err := fmt.Errorf("nginx on %s did not start: %s%s", addr, out.String(), log)
+		if bytes.Contains(append(out.Bytes(), log...), []byte("Address already in use")) {
+			return fmt.Errorf("%w: %w", loopback.ErrInUse, err)
+		}
+		return err
+	})
+	require.NoError(t, err)
+	return base
 }
 
 // waitHealthy polls nginx's own health route until it answers, nginx exits, or 10 s pass.

@@ -56,7 +56,7 @@ func StartEtcd(t testing.TB) *EtcdProcess {
 		}
 		if err := waitHealthy(client, p.exited()); err != nil {
 			p.kill()
-			return err
+			return inUse(err, log.Name())
 		}
 		p.Addr = client
 		return nil

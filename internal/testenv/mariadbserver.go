@@ -13,10 +13,12 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/seckill/seckill/internal/loopback"
 )
 
-// MariaDBProcess is a mariadbd of one test's own, on 127.0.0.1:16306 or another free 16xxx
-// port, with a fresh data directory, for tests that must freeze or kill the database (never
+// MariaDBProcess is a mariadbd of one test's own, on a port of 127.0.0.1 that loopback
+// reserves, with a fresh data directory, for tests that must freeze or kill the database (never
 // the shared one). root has no password. It is killed when the test ends.
 type MariaDBProcess struct {
 	Addr string
@@ -68,7 +70,7 @@ func StartMariaDB(t testing.TB) *MariaDBProcess {
 	}
 	p := &MariaDBProcess{t: t, dir: dir}
 	t.Cleanup(p.kill)
-	err = onFreePort(16306, func(addr string) error {
+	err = onFreePort(0, func(addr string) error {
 		p.Addr = addr
 		_, port, _ := net.SplitHostPort(addr)
 		cmd := exec.Command(server, append([]string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"),
@@ -119,6 +121,8 @@ func (p *MariaDBProcess) signal(sig syscall.Signal) {
 }
 
 func (p *MariaDBProcess) start(cmd *exec.Cmd) error {
+	// A try on a port found taken left its complaint in the log: the next try's own counts.
+	_ = os.Remove(filepath.Join(p.dir, "error.log"))
 	if err := p.run(cmd); err != nil {
 		return err
 	}
@@ -135,7 +139,8 @@ func (p *MariaDBProcess) start(cmd *exec.Cmd) error {
 		case err := <-p.exited():
 			p.exited() <- err
 			p.cmd = nil
-			return fmt.Errorf("mariadbd on %s exited: %v (log: %s)", p.Addr, err, filepath.Join(p.dir, "error.log"))
+			log := filepath.Join(p.dir, "error.log")
+			return inUse(fmt.Errorf("mariadbd on %s exited: %v (log: %s)", p.Addr, err, log), log)
 		case <-ctx.Done():
 			p.kill()
 			return fmt.Errorf("mariadbd on %s does not answer: %w (log: %s)", p.Addr, ctx.Err(), filepath.Join(p.dir, "error.log"))
@@ -148,7 +153,7 @@ func (p *MariaDBProcess) start(cmd *exec.Cmd) error {
 				return nil
 			}
 			p.kill()
-			return fmt.Errorf("another server answers on %s", p.Addr)
+			return fmt.Errorf("%w: another server answers on %s", loopback.ErrInUse, p.Addr)
 		}
 	}
 }

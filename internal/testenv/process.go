@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/seckill/seckill/internal/loopback"
 )
 
 // process is a server binary a test runs: started, signalled (frozen, thawed) and killed.
@@ -98,4 +100,15 @@ func (p *process) kill() {
 	err := <-p.waited
 	p.waited <- err
 	p.cmd = nil
+}
+
+// inUse returns err wrapping loopback.ErrInUse when the server's log says it could not listen
+// because its port was taken (by a process that does not reserve ports through loopback), so
+// that another port is tried; any other failure is final.
+func inUse(err error, log string) error {
+	b, _ := os.ReadFile(log)
+	if bytes.Contains(bytes.ToLower(b), []byte("address already in use")) {
+		return fmt.Errorf("%w: %w", loopback.ErrInUse, err)
+	}
+	return err
 }

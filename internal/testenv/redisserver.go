@@ -3,7 +3,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +13,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/seckill/seckill/internal/loopback"
 )
 
-// RedisProcess is a redis-server of one test's own on a free 16xxx port of 127.0.0.1, without
+// RedisProcess is a redis-server of one test's own on a port of 127.0.0.1 that loopback reserves, without
 // persistence, for tests that must crash or restart a Redis (never the shared one). It is
 // killed when the test ends.
 type RedisProcess struct {
@@ -53,8 +54,8 @@ func StartRedisServer(t testing.TB) *RedisProcess {
 	return startRedis(t, t.TempDir(), 0, nil)
 }
 
-// startRedis starts a redis-server for t in dir, on port first if it is free (0: any free
-// 16xxx port), with the command line args gives (nil: a plain server).
+// startRedis starts a redis-server for t in dir, on port first if it is free (0: any port
+// loopback reserves), with the command line args gives (nil: a plain server).
 func startRedis(t testing.TB, dir string, first int, args func(port string) ([]string, error)) *RedisProcess {
 	t.Helper()
 	p := &RedisProcess{t: t, bin: RedisServerBin(t), dir: dir, args: args}
@@ -65,29 +66,19 @@ func startRedis(t testing.TB, dir string, first int, args func(port string) ([]s
 	return p
 }
 
-// onFreePort calls start with a free address of 127.0.0.1 on a 16xxx port, first port if it
-// is not zero, until start succeeds or ten tries failed: another process may take the port
-// between the probe and the start.
+// onFreePort calls start with a 127.0.0.1 address that loopback reserves for this process:
+// first's if it is not zero and free, else random ones below the ephemeral range until start
+// succeeds. The reservation outlives the server's stops, so a Restart finds its port free:
+// no other server of these tests, in this process or another, is placed on it meanwhile, and
+// no client socket takes it. start fails when a process that does not reserve ports (a shared
+// server, another program) listens there, and the next port is tried.
 func onFreePort(first int, start func(addr string) error) error {
-	var errs []error
-	for i := range 10 {
-		port := 16000 + rand.IntN(1000)
-		if i == 0 && first != 0 {
-			port = first
+	if first != 0 {
+		if err := loopback.StartOn(first, start); err == nil {
+			return nil
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		addr := ln.Addr().String()
-		_ = ln.Close()
-		if err := start(addr); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		return nil
 	}
-	return fmt.Errorf("no free 16xxx port it would start on: %v", errs)
+	return loopback.Start(start)
 }
 
 // Client returns a new client of the server, closed when t ends.
@@ -134,7 +125,9 @@ func (p *RedisProcess) start() error {
 	if err := p.run(cmd); err != nil {
 		return err
 	}
-	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+	// A short read bound: a foreign listener on the port may accept and never answer, and the
+	// exit of our server, which could not bind, is seen only between two probes.
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1, ReadTimeout: time.Second})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -142,7 +135,7 @@ func (p *RedisProcess) start() error {
 		select {
 		case err := <-p.exited():
 			p.exited() <- err
-			return fmt.Errorf("redis-server on %s exited: %v (log: %s)", p.Addr, err, log)
+			return inUse(fmt.Errorf("redis-server on %s exited: %v (log: %s)", p.Addr, err, log), log)
 		case <-ctx.Done():
 			p.kill()
 			return fmt.Errorf("redis-server on %s does not answer: %w (log: %s)", p.Addr, ctx.Err(), log)
@@ -154,7 +147,7 @@ func (p *RedisProcess) start() error {
 				return nil
 			}
 			p.kill()
-			return fmt.Errorf("another server answers on %s", p.Addr)
+			return fmt.Errorf("%w: another server answers on %s", loopback.ErrInUse, p.Addr)
 		}
 	}
 }

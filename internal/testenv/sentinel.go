@@ -28,7 +28,7 @@ const (
 
 // Sentinel is a Redis primary, one replica and three sentinels (quorum 2) of one test's own,
 // on loopback: redis-server processes, the sentinels in redis-server's sentinel mode (what
-// Debian's redis-sentinel runs). Ports are free 16xxx ones, or five consecutive ones from
+// Debian's redis-sentinel runs). Ports are ones loopback reserves, or five consecutive ones from
 // SECKILL_TEST_SENTINEL_PORT (primary, replica, the sentinels) where free. All are killed
 // when the test ends.
 type Sentinel struct {
