@@ -2,12 +2,14 @@ package database
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
 
 	gosqlite "github.com/glebarez/go-sqlite"
+	"github.com/glebarez/sqlite"
 )
 
 // ErrWriteLockBusy reports that another connection held the embedded database's write lock
@@ -38,8 +40,15 @@ type sqliteConn interface {
 // the write lock by the caller's context.
 type sqliteConnector struct{ dsn string }
 
+// sqliteDriver is the driver glebarez/go-sqlite registers, with the functions registered on it.
+var sqliteDriver driver.Driver = func() driver.Driver {
+	db, _ := sql.Open(sqlite.DriverName, "") // opens no connection
+	defer db.Close()
+	return db.Driver()
+}()
+
 func (c sqliteConnector) Connect(context.Context) (driver.Conn, error) {
-	conn, err := (&gosqlite.Driver{}).Open(c.dsn)
+	conn, err := sqliteDriver.Open(c.dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +60,7 @@ func (c sqliteConnector) Connect(context.Context) (driver.Conn, error) {
 	return &boundedConn{sqliteConn: sc}, nil
 }
 
-func (c sqliteConnector) Driver() driver.Driver { return &gosqlite.Driver{} }
+func (c sqliteConnector) Driver() driver.Driver { return sqliteDriver }
 
 // boundedConn sets SQLite's busy_timeout, before each call that may wait for the write lock,
 // to what is left of the call's context: SQLite's wait for the lock (its busy handler) does not
