@@ -136,6 +136,14 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if err := checkHTTPAddr(cfg.httpAddr); err != nil {
 		return config{}, err
 	}
+	if cfg.redisAddr != "" {
+		// Checked here, not at the first dial: go-redis dials lazily, so an instance with an
+		// address that can never work started, answered every order 503 and logged the dial
+		// error once a second.
+		if _, err := parseAddrs("SECKILL_REDIS_ADDR", cfg.redisAddr); err != nil {
+			return config{}, err
+		}
+	}
 	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
 		return config{}, err
 	}
@@ -256,11 +264,18 @@ func checkAdminToken(token string) error {
 
 // checkHTTPAddr refuses a listen address without a port: net.Listen takes "" and "host:" as
 // port 0, a random port (on every interface for ""), which no proxy or probe would find.
-// An explicit port 0 is still accepted.
+// An explicit port 0 is still accepted. A port that is no number from 0 to 65535 is refused
+// here rather than by net.Listen, which reports it after the stores have been opened and
+// without naming the setting.
 func checkHTTPAddr(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err == nil && port == "" {
 		err = errors.New("no port")
+	}
+	if err == nil {
+		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
+			err = fmt.Errorf("port %q is no number from 0 to 65535", port)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("SECKILL_HTTP_ADDR=%q: want [host]:port: %w", addr, err)

@@ -600,6 +600,16 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 			map[string]string{"SECKILL_ADMIN_TOKEN": "s3cret\n"}, "SECKILL_ADMIN_TOKEN: no Authorization header can carry it"},
 		{"admin token with a trailing space", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-admin-token", "s3cret "},
 			nil, "SECKILL_ADMIN_TOKEN: no Authorization header can carry it"},
+		// A Redis address without a port, or with one out of range, can never be dialed: the
+		// instance started, answered 503 to every order and logged a dial error every second.
+		{"redis address without port", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"},
+			map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x", "SECKILL_REDIS_ADDR": "redis"},
+			`SECKILL_REDIS_ADDR="redis": address "redis"`},
+		{"redis port out of range", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-redis-addr", "127.0.0.1:99999"},
+			map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, `SECKILL_REDIS_ADDR="127.0.0.1:99999"`},
+		// A listen port out of range was refused only after the stores had been opened, by a
+		// message that named no setting ("listen tcp: address 99999: invalid port").
+		{"listen port out of range", []string{"seckill", "serve", "-http-addr", "127.0.0.1:99999"}, nil, `SECKILL_HTTP_ADDR="127.0.0.1:99999"`},
 		// One RedLock node named twice: its one PING per name passed the quorum check, and then
 		// it granted at most one of the votes, so with five copies of one node every order was
 		// order_in_progress while /readyz said ready.
