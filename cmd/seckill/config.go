@@ -354,8 +354,9 @@ func (c config) checkStores() error {
 	return nil
 }
 
-// checkDataDir refuses a SECKILL_DATA_DIR of the embedded database that is no directory:
-// SQLite would report it as "unable to open database file: out of memory (14)".
+// checkDataDir refuses a SECKILL_DATA_DIR of the embedded database that is no directory, or
+// one that no file can be created in: SQLite would report either as "unable to open database
+// file: out of memory (14)".
 func (c config) checkDataDir() error {
 	if c.dataDir == "" || c.mysqlDSN != "" {
 		return nil
@@ -367,6 +368,14 @@ func (c config) checkDataDir() error {
 	if err != nil {
 		return fmt.Errorf("SECKILL_DATA_DIR=%q: %w", c.dataDir, err)
 	}
+	// Permissions alone do not tell (root ignores them; a read-only mount does not show in
+	// them): try it.
+	f, err := os.CreateTemp(c.dataDir, ".seckill-write-check-*")
+	if err != nil {
+		return fmt.Errorf("SECKILL_DATA_DIR=%q: cannot create a file in it: %w", c.dataDir, err)
+	}
+	f.Close()
+	os.Remove(f.Name())
 	return nil
 }
 

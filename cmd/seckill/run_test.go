@@ -610,6 +610,10 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		// A listen port out of range was refused only after the stores had been opened, by a
 		// message that named no setting ("listen tcp: address 99999: invalid port").
 		{"listen port out of range", []string{"seckill", "serve", "-http-addr", "127.0.0.1:99999"}, nil, `SECKILL_HTTP_ADDR="127.0.0.1:99999"`},
+		// A directory SQLite cannot write to was reported as "open sqlite: unable to open
+		// database file: out of memory (14)", naming neither the setting nor the cause.
+		{"data directory not writable", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-data-dir", "/proc"}, nil,
+			`SECKILL_DATA_DIR="/proc": cannot create a file in it`},
 		// One RedLock node named twice: its one PING per name passed the quorum check, and then
 		// it granted at most one of the votes, so with five copies of one node every order was
 		// order_in_progress while /readyz said ready.
