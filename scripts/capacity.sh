@@ -134,7 +134,7 @@ trap 'scripts/cluster.sh down' EXIT
 scripts/cluster.sh up
 
 now=$(date -u +%s)
-voucher=$(curl -fsS -X POST "http://127.0.0.1:$NGINX_PORT/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" \
+voucher=$(curl -fsS -X POST "http://127.0.0.1:$NGINX_PORT/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" -H "Content-Type: application/json" \
 	-d "{\"title\":\"capacity $now\",\"stock\":$STOCK,\"beginTime\":\"$(date -u -d @$((now - 60)) +%FT%TZ)\",\"endTime\":\"$(date -u -d @$((now + 3600)) +%FT%TZ)\"}" |
 	sed -n 's/.*"id":\([0-9]*\).*/\1/p')
 [[ -n $voucher ]] || { echo "capacity: could not create the voucher" >&2; exit 1; }

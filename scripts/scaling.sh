@@ -84,7 +84,7 @@ up() {
 	CLUSTER_INSTANCES=$2 SECKILL_ORDER_MODE=$1 scripts/cluster.sh up 2>"$OUT/cluster.log" || { cat "$OUT/cluster.log" >&2; exit 1; }
 	local now
 	now=$(date -u +%s)
-	voucher=$(curl -fsS -X POST "$BASE/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" \
+	voucher=$(curl -fsS -X POST "$BASE/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" -H "Content-Type: application/json" \
 		-d "{\"title\":\"scaling $1 $2\",\"stock\":$STOCK,\"beginTime\":\"$(date -u -d @$((now - 60)) +%FT%TZ)\",\"endTime\":\"$(date -u -d @$((now + 7200)) +%FT%TZ)\"}" |
 		sed -n 's/.*"id":\([0-9]*\).*/\1/p')
 	[[ -n $voucher ]] || { echo "scaling: could not create the voucher" >&2; exit 1; }

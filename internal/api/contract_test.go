@@ -125,6 +125,17 @@ func TestErrorContract(t *testing.T) {
 		{name: "create: body over the default 64 KiB", req: request{"POST", "/api/vouchers", admin, `{"title":"` + strings.Repeat("x", 65<<10) + `","stock":1}`}, want: 413, wantCode: api.CodeTooLarge},
 		{name: "create: body over a configured limit", maxBody: 100, req: request{"POST", "/api/vouchers", admin, `{"title":"` + strings.Repeat("x", 100) + `","stock":1}`}, want: 413, wantCode: api.CodeTooLarge},
 
+		// 415 unsupported_media_type: the document takes a voucher as application/json only,
+		// and curl -d, without -H, sends application/x-www-form-urlencoded.
+		{name: "create: form-encoded body", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/x-www-form-urlencoded"}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		{name: "create: text/plain body", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "text/plain"}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		{name: "create: no Content-Type", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		{name: "create: malformed Content-Type", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json; charset"}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+
 		// 503 unavailable
 		{name: "create: database down", req: request{"POST", "/api/vouchers", admin, validVoucherBody}, svcErr: errDB, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
 		{name: "get: database down", req: request{"GET", "/api/vouchers/1", nil, ""}, svcErr: errDB, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
@@ -433,5 +444,16 @@ func TestCreateVoucherBearerSchemeAnyCase(t *testing.T) {
 			require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
 			assert.Len(t, vs.created, 1)
 		})
+	}
+}
+
+// TestCreateVoucherContentTypes: a JSON body is taken whatever the case of its media type and
+// with parameters; the refusals are in TestErrorContract.
+func TestCreateVoucherContentTypes(t *testing.T) {
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", "application/json;charset=UTF-8"} {
+		vs := &fakeVouchers{}
+		h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
+		w := serve(t, h, request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": ct}, validVoucherBody})
+		assert.Equal(t, http.StatusCreated, w.Code, "Content-Type %q: body %s", ct, w.Body)
 	}
 }

@@ -14,20 +14,21 @@ import (
 
 // Machine-readable error codes, as in {"error": {"code": …, "message": …}}.
 const (
-	codeInvalidArgument  = "invalid_argument"
-	codeUnauthenticated  = "unauthenticated"
-	codeForbidden        = "forbidden"
-	codeSaleNotActive    = "sale_not_active"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeAlreadyOrdered   = "already_ordered"
-	codeInProgress       = "order_in_progress"
-	codeSoldOut          = "sold_out"
-	codeTooLarge         = "payload_too_large"
-	codeUnavailable      = "unavailable"
-	codeOverloaded       = "overloaded"
-	codeLockExpired      = "lock_expired"
-	codeInternal         = "internal"
+	codeInvalidArgument      = "invalid_argument"
+	codeUnauthenticated      = "unauthenticated"
+	codeForbidden            = "forbidden"
+	codeSaleNotActive        = "sale_not_active"
+	codeNotFound             = "not_found"
+	codeMethodNotAllowed     = "method_not_allowed"
+	codeAlreadyOrdered       = "already_ordered"
+	codeInProgress           = "order_in_progress"
+	codeSoldOut              = "sold_out"
+	codeTooLarge             = "payload_too_large"
+	codeUnsupportedMediaType = "unsupported_media_type"
+	codeUnavailable          = "unavailable"
+	codeOverloaded           = "overloaded"
+	codeLockExpired          = "lock_expired"
+	codeInternal             = "internal"
 )
 
 type statusCode struct {

@@ -5,19 +5,20 @@ import "time"
 // What the external tests (package api_test, which builds real stacks through internal/app
 // and so cannot be package api) need of the package's unexported names.
 const (
-	CodeInvalidArgument  = codeInvalidArgument
-	CodeUnauthenticated  = codeUnauthenticated
-	CodeForbidden        = codeForbidden
-	CodeSaleNotActive    = codeSaleNotActive
-	CodeNotFound         = codeNotFound
-	CodeMethodNotAllowed = codeMethodNotAllowed
-	CodeAlreadyOrdered   = codeAlreadyOrdered
-	CodeInProgress       = codeInProgress
-	CodeSoldOut          = codeSoldOut
-	CodeTooLarge         = codeTooLarge
-	CodeUnavailable      = codeUnavailable
-	CodeOverloaded       = codeOverloaded
-	CodeInternal         = codeInternal
+	CodeInvalidArgument      = codeInvalidArgument
+	CodeUnauthenticated      = codeUnauthenticated
+	CodeForbidden            = codeForbidden
+	CodeSaleNotActive        = codeSaleNotActive
+	CodeNotFound             = codeNotFound
+	CodeMethodNotAllowed     = codeMethodNotAllowed
+	CodeAlreadyOrdered       = codeAlreadyOrdered
+	CodeInProgress           = codeInProgress
+	CodeSoldOut              = codeSoldOut
+	CodeTooLarge             = codeTooLarge
+	CodeUnsupportedMediaType = codeUnsupportedMediaType
+	CodeUnavailable          = codeUnavailable
+	CodeOverloaded           = codeOverloaded
+	CodeInternal             = codeInternal
 )
 
 type (

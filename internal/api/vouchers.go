@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"log/slog"
+	"mime"
 	"net/http"
 	"time"
 
@@ -45,6 +46,10 @@ func toVoucherResponse(v voucher.Voucher) voucherResponse {
 
 func createVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 	return func(c *gin.Context) {
+		if !jsonContentType(c.GetHeader("Content-Type")) {
+			writeError(c, statusCode{http.StatusUnsupportedMediaType, codeUnsupportedMediaType}, "the body must be sent as Content-Type: application/json")
+			return
+		}
 		var req createVoucherRequest
 		if err := decodeBody(c.Request.Body, &req); err != nil {
 			var tooLarge *http.MaxBytesError
@@ -86,4 +91,13 @@ func getVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 		}
 		c.JSON(http.StatusOK, toVoucherResponse(v))
 	}
+}
+
+// jsonContentType reports whether a Content-Type declares JSON, with parameters (a charset)
+// or without. A body declared as anything else, or as nothing, is refused rather than read as
+// JSON all the same: curl -d sends application/x-www-form-urlencoded, and a client that
+// sends a form or text means something the service would otherwise guess at.
+func jsonContentType(h string) bool {
+	mt, _, err := mime.ParseMediaType(h)
+	return err == nil && mt == "application/json"
 }

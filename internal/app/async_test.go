@@ -45,6 +45,7 @@ func TestAsyncMode(t *testing.T) {
 		time.Now().Add(-time.Hour).Format(time.RFC3339), time.Now().Add(time.Hour).Format(time.RFC3339))
 	req := httptest.NewRequest(http.MethodPost, "/api/vouchers", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer s")
+	req.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
 	insts[0].Handler.ServeHTTP(w, req)
 	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())

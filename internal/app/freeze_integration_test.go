@@ -69,6 +69,7 @@ func TestFrozenMariaDBVouchers(t *testing.T) {
 	body := fmt.Sprintf(`{"title":"t","stock":1,"beginTime":%q,"endTime":%q}`, now.Format(time.RFC3339), now.Add(time.Hour).Format(time.RFC3339))
 	create := httptest.NewRequest(http.MethodPost, "/api/vouchers", strings.NewReader(body))
 	create.Header.Set("Authorization", "Bearer s")
+	create.Header.Set("Content-Type", "application/json")
 	for _, r := range []*http.Request{get(), create} {
 		a := serveTimed(inst.Handler, r)
 		assert.Equal(t, http.StatusServiceUnavailable, a.status, "%s %s while the database is frozen: %+v", r.Method, r.URL.Path, a)
