@@ -234,6 +234,11 @@ func TestStackOrders(t *testing.T) {
 				order.ResultOverloaded: 0, order.ResultCanceled: 0, order.ResultFenced: 0,
 			}, c.Orders, "metrics: every result is exported from the start")
 			assert.Zero(t, c.LockLost)
+			// A Prometheus that scrapes native histograms asks for the protobuf format, and the
+			// instance negotiates it: the document must list it (serve checks the answer).
+			w = serve(t, s.h, request{"GET", "/metrics", map[string]string{"Accept": "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited"}, ""})
+			require.Equal(t, http.StatusOK, w.Code)
+			assert.Contains(t, w.Header().Get("Content-Type"), "application/vnd.google.protobuf")
 			lockAcquire, err := s.inst.Registry.Gather()
 			require.NoError(t, err)
 			assert.True(t, slices.ContainsFunc(lockAcquire, func(mf *dto.MetricFamily) bool {
