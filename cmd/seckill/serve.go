@@ -84,7 +84,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	defer st.Close()
-	warnUnsafeLock(log, cfg.lock)
+	if cfg.orderMode != app.ModeAsync { // the asynchronous mode takes no per-user lock
+		warnUnsafeLock(log, cfg.lock)
+	}
 
 	inst, err := newInstance(ctx, log, cfg.appConfig(), st)
 	if err != nil {

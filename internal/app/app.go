@@ -106,6 +106,11 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
+	if cfg.OrderMode == ModeAsync {
+		// The admission script decides every order and no order takes the per-user lock, so
+		// there is no write for a fencing token to guard.
+		cfg.Order.Fencing = false
+	}
 	if cfg.Order.Fencing {
 		log.Info("order writes are fenced with the lock's fencing tokens", "lock", cfg.Lock,
 			"lock_ttl", cfg.Order.LockTTL, "order_timeout", cfg.Order.EffectiveTimeout(), "fence_retention", retention)
@@ -146,14 +151,19 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 		_ = inst.Close()
 		return nil, err
 	}
-	lctx, cancel := context.WithTimeout(ctx, LockConnectTimeout)
-	guard, err := kind.New(LockEnv{Ctx: lctx, Log: log, Redis: rdb, RedisPool: cfg.RedisPool, DB: sqlDB,
-		Dialect: db.Dialect, Process: inst.Process, OrderTimeout: cfg.Order.EffectiveTimeout(), Stores: st,
-		Fencing: cfg.Order.Fencing})
-	cancel()
-	if err != nil {
-		_ = inst.Close()
-		return nil, err
+	// The asynchronous mode takes no per-user lock (its order service only reads orders):
+	// the guard's backend is then no dependency of the instance, at start or in /readyz.
+	guard := Guard{Locks: lock.NewNoLocks()}
+	if cfg.OrderMode != ModeAsync {
+		lctx, cancel := context.WithTimeout(ctx, LockConnectTimeout)
+		guard, err = kind.New(LockEnv{Ctx: lctx, Log: log, Redis: rdb, RedisPool: cfg.RedisPool, DB: sqlDB,
+			Dialect: db.Dialect, Process: inst.Process, OrderTimeout: cfg.Order.EffectiveTimeout(), Stores: st,
+			Fencing: cfg.Order.Fencing})
+		cancel()
+		if err != nil {
+			_ = inst.Close()
+			return nil, err
+		}
 	}
 	if guard.Close != nil {
 		inst.closers = append([]func() error{guard.Close}, inst.closers...)

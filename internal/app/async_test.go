@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -158,3 +159,34 @@ func TestUnknownOrderMode(t *testing.T) {
 	_, err = app.New(context.Background(), discard, app.Config{Lock: "redis", OrderMode: "later"}, st)
 	assert.ErrorContains(t, err, "unknown order mode")
 }
+
+// TestAsyncModeTakesNoLock: the asynchronous mode admits an order in one Redis script and no
+// order takes the per-user lock, so the guard's backend is no dependency of the instance: it
+// starts, and is ready, with SECKILL_LOCK=redlock and not one of RedLock's nodes answering,
+// has no check "lock", and claims no fencing of its writes.
+func TestAsyncModeTakesNoLock(t *testing.T) {
+	ctx := context.Background()
+	dead := []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3", "127.0.0.1:4", "127.0.0.1:5"} // nothing listens below 1024 here
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir(), RedLockAddrs: dead})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	var logged strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	inst, err := app.New(ctx, log, app.Config{Lock: "redlock", OrderMode: app.ModeAsync, Order: order.Config{LockTTL: 10 * time.Second}}, st)
+	require.NoError(t, err, "the asynchronous mode needs no lock server")
+	t.Cleanup(func() { _ = inst.Close() })
+	checks := readyChecks(t, inst, http.StatusOK)
+	assert.NotContains(t, checks, "lock", "readiness checks a lock no order takes")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.NotContains(t, logged.String(), "fenced", "the log claims fencing of writes that take no lock")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
