@@ -264,21 +264,26 @@ func checkAdminToken(token string) error {
 
 // checkHTTPAddr refuses a listen address without a port: net.Listen takes "" and "host:" as
 // port 0, a random port (on every interface for ""), which no proxy or probe would find.
-// An explicit port 0 is still accepted. A port that is no number from 0 to 65535 is refused
-// here rather than by net.Listen, which reports it after the stores have been opened and
-// without naming the setting.
+// An explicit port 0 is still accepted.
 func checkHTTPAddr(addr string) error {
 	_, port, err := net.SplitHostPort(addr)
-	if err == nil && port == "" {
-		err = errors.New("no port")
-	}
 	if err == nil {
-		if _, perr := strconv.ParseUint(port, 10, 16); perr != nil {
-			err = fmt.Errorf("port %q is no number from 0 to 65535", port)
-		}
+		err = checkListenPort(port)
 	}
 	if err != nil {
 		return fmt.Errorf("SECKILL_HTTP_ADDR=%q: want [host]:port: %w", addr, err)
+	}
+	return nil
+}
+
+// checkListenPort refuses a port that net.Listen would take as a random one (empty), or
+// refuse only once the stores have been opened (no number from 0 to 65535).
+func checkListenPort(port string) error {
+	if port == "" {
+		return errors.New("no port")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is no number from 0 to 65535", port)
 	}
 	return nil
 }

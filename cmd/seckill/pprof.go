@@ -18,7 +18,10 @@ func checkPprofAddr(addr string) error {
 	if addr == "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(addr)
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		err = checkListenPort(port)
+	}
 	if err != nil {
 		return fmt.Errorf("SECKILL_PPROF_ADDR=%q: %w", addr, err)
 	}

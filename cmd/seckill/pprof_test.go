@@ -22,6 +22,8 @@ func TestCheckPprofAddr(t *testing.T) {
 		{"10.0.0.1:6060", false},
 		{"example.com:6060", false},
 		{"127.0.0.1", false},
+		{"127.0.0.1:", false},      // a random port
+		{"127.0.0.1:99999", false}, // refused by net.Listen only after the stores were opened
 	}
 	for _, tt := range tests {
 		err := checkPprofAddr(tt.addr)
