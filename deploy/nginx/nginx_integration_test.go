@@ -151,6 +151,11 @@ func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(con
 	// On a port loopback reserves, tried again elsewhere only when nginx found it taken.
 	err = loopback.Start(func(addr string) error {
 		dir := t.TempDir()
+		// Started by root, nginx runs its workers as nobody, and they write a body larger
+		// than client_body_buffer_size to client_body_temp under the prefix: the prefix and
+		// its parent (t.TempDir makes both 0700) must let them through, as run/cluster does.
+		require.NoError(t, os.Chmod(dir, 0o755))
+		require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "conf"), 0o755))
 		require.NoError(t, os.Mkdir(filepath.Join(dir, "logs"), 0o755))
 		c := listen.ReplaceAllString(string(conf), "${1}listen "+addr+"${2}")
@@ -233,6 +238,18 @@ func postAnswer(t *testing.T, base, tag string) (status int, body, retryAfter st
 }
 
 func unchanged(conf string) string { return conf }
+
+// assertErrorCode checks that body is the instances' error body, {"error": {"code": code,
+// "message": …}}, as nginx must answer when it answers for them.
+func assertErrorCode(t *testing.T, body, code string) {
+	t.Helper()
+	var v struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &v), "body %q", body)
+	assert.Equal(t, code, v.Error.Code)
+	assert.NotEmpty(t, v.Error.Message)
+}
 
 // TestPOSTNeverRetried: an instance that takes a POST and hangs up has nginx answer 502; the
 // POST never reaches the other instance, which might place the order a second time. And the
@@ -335,12 +352,7 @@ func TestOrderGateSheds(t *testing.T) {
 	assert.Less(t, time.Since(start), 2*time.Second, "the shed answer waited")
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	assert.Equal(t, "1", retryAfter)
-	var v struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(body), &v), "body %q", body)
-	assert.Equal(t, "overloaded", v.Error.Code)
-	assert.NotEmpty(t, v.Error.Message)
+	assertErrorCode(t, body, "overloaded")
 	byTag, _ := s.count("", "shed")
 	assert.Zero(t, byTag, "the shed order reached the upstream")
 
@@ -382,4 +394,35 @@ func TestInstance503PassesTheGate(t *testing.T) {
 	status, body, _ := postAnswer(t, base, "x")
 	assert.Equal(t, http.StatusServiceUnavailable, status)
 	assert.Contains(t, body, `"unavailable"`)
+}
+
+// TestBodyTooLargeAnswersLikeAnInstance: nginx refuses a body over client_max_body_size
+// itself, before any instance sees it, and answers as an instance would (413
+// payload_too_large, JSON): the API's contract is what nginx exposes. A body of exactly the
+// instances' limit, 64 KiB, still reaches them.
+func TestBodyTooLargeAnswersLikeAnInstance(t *testing.T) {
+	s := &seen{tags: map[string][]string{}}
+	base := startNginx(t, []string{answering(t, "answering", s)}, unchanged)
+	send := func(tag string, size int) (*http.Response, string) {
+		req, err := http.NewRequest(http.MethodPost, base+"/api/vouchers", strings.NewReader(strings.Repeat(" ", size)))
+		require.NoError(t, err)
+		req.Header.Set(tagHeader, tag)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+
+	resp, body := send("large", 64<<10+1)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	assert.Contains(t, resp.Header.Get("Content-Type"), "application/json")
+	assertErrorCode(t, body, "payload_too_large")
+	byTag, _ := s.count("", "large")
+	assert.Zero(t, byTag, "the body over the limit reached an instance")
+
+	resp, _ = send("limit", 64<<10)
+	assert.Equal(t, http.StatusCreated, resp.StatusCode, "a body of the instances' own limit stopped at nginx")
 }
