@@ -243,6 +243,11 @@ func (c *config) parseAsync(vals map[string]*string) error {
 	if c.stream.ClaimIdle, err = parseDuration("SECKILL_STREAM_CLAIM_IDLE", *vals["SECKILL_STREAM_CLAIM_IDLE"], 100*time.Millisecond); err != nil {
 		return err
 	}
+	if limit := async.MaxLinger(c.stream.ClaimIdle); c.stream.Linger > limit {
+		return fmt.Errorf("SECKILL_STREAM_LINGER=%q: at most %s, a quarter of a batch's deadline with SECKILL_STREAM_CLAIM_IDLE=%s; "+
+			"a longer one makes every batch that waits for more orders miss its deadline and be claimed again",
+			*vals["SECKILL_STREAM_LINGER"], limit, c.stream.ClaimIdle)
+	}
 	c.stream.DBDownBound, err = parseDuration("SECKILL_STREAM_DB_DOWN", *vals["SECKILL_STREAM_DB_DOWN"], time.Second)
 	return err
 }

@@ -79,7 +79,10 @@ func TestAsyncInstanceKilled(t *testing.T) {
 	}
 	require.NoError(t, run(ctx, []string{"seckill", "migrate"}, func(k string) string { return env[k] }, io.Discard, io.Discard))
 
-	victim := startChild(t, withEnv(env, "SECKILL_STREAM_BATCH", "5000", "SECKILL_STREAM_LINGER", "1m"))
+	// A claim idle of ten minutes gives the victim's batches a deadline of five, long enough
+	// for its linger of a minute (the longest a batch's deadline admits is a quarter of it);
+	// the survivor claims after its own claim idle, a second.
+	victim := startChild(t, withEnv(env, "SECKILL_STREAM_BATCH", "5000", "SECKILL_STREAM_LINGER", "1m", "SECKILL_STREAM_CLAIM_IDLE", "10m"))
 	vid := mustCreateVoucher(t, victim.base, killStock)
 	accepted := newAcceptedOrders()
 	accepted.place(t, []string{victim.base}, vid, 1, killUsersBefore)

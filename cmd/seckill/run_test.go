@@ -614,6 +614,12 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		// database file: out of memory (14)", naming neither the setting nor the cause.
 		{"data directory not writable", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-data-dir", "/proc"}, nil,
 			`SECKILL_DATA_DIR="/proc": cannot create a file in it`},
+		// A linger that eats the batch's deadline: every batch that waited for more orders
+		// missed it, was rolled back as "database unreachable" and claimed again seconds later.
+		{"stream linger past the batch deadline", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-order-mode", "async"},
+			map[string]string{"SECKILL_STREAM_LINGER": "10s"}, `SECKILL_STREAM_LINGER="10s": at most 1.125s`},
+		{"stream linger past a short claim idle's batch deadline", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-order-mode", "async",
+			"-stream-linger", "100ms", "-stream-claim-idle", "200ms"}, nil, `SECKILL_STREAM_LINGER="100ms": at most 45ms`},
 		// One RedLock node named twice: its one PING per name passed the quorum check, and then
 		// it granted at most one of the votes, so with five copies of one node every order was
 		// order_in_progress while /readyz said ready.

@@ -66,6 +66,12 @@ type Config struct {
 	Now func() time.Time
 }
 
+// MaxLinger is the longest Linger that leaves a batch of a writer with ClaimIdle claimIdle the
+// time to commit: a quarter of the batch's deadline, as the wait for its first entries may
+// take another quarter. A linger as long as the deadline makes every batch that waits for
+// more entries miss it: it is rolled back, and its entries are claimed again seconds later.
+func MaxLinger(claimIdle time.Duration) time.Duration { return batchSpan(claimIdle) / 4 }
+
 func (c Config) withDefaults() Config {
 	if c.Group == "" {
 		c.Group = DefaultGroup
