@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/seckill/seckill/migrations"
 )
@@ -28,6 +29,19 @@ func ExpireMySQLLock(ctx context.Context, db *sql.DB, dialect migrations.Dialect
 		return fmt.Errorf("expire %s: %d rows, %v", name, n, err)
 	}
 	return nil
+}
+
+// MySQLLockLeaseLeft returns how long name's row has left before it expires, on the
+// database's clock: the controlled look at a lease that the tests compare with what a
+// TryLock set.
+func MySQLLockLeaseLeft(ctx context.Context, db *sql.DB, dialect migrations.Dialect, name string) (time.Duration, error) {
+	left := map[migrations.Dialect]string{
+		migrations.MySQL:  "TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)",
+		migrations.SQLite: "CAST(ROUND((julianday(expires_at) - julianday('now')) * 86400000000) AS INTEGER)",
+	}[dialect]
+	var us int64
+	err := db.QueryRowContext(ctx, "SELECT "+left+" FROM distributed_locks WHERE name = ?", name).Scan(&us)
+	return time.Duration(us) * time.Microsecond, err
 }
 
 // ErrGrantReplyLost is what LoseGrantReplies reports instead of a grant's answer.

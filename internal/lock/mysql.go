@@ -132,8 +132,10 @@ func (l *MySQLLock) Token() int64 { return l.token.Load() }
 
 // TryLock tries once, and never waits. It takes the row when it is free, expired, or
 // already the calling goroutine's (then the hold count goes up and the token stays), and
-// sets its expiry to lease from now on the database's clock; it inserts the row when the
-// name has none. It reports false, nil when another owner holds an unexpired row, and
+// sets its expiry to lease from now on the database's clock, except that a re-entry never
+// shortens it (as ReentrantLock's: the outer hold counts on the lease it set, and a shorter
+// one would let another owner in while it still works); it inserts the row when the name
+// has none. It reports false, nil when another owner holds an unexpired row, and
 // ErrInvalidTTL for a lease under a millisecond. An attempt whose reply is lost (an error,
 // ctx ending mid-statement) may have taken the row all the same: unless this lock already
 // held it (a re-entry), TryLock then gives up such a hold at once, on a context of its own
@@ -224,7 +226,7 @@ func (l *MySQLLock) Unlock(ctx context.Context) error {
 
 // grant runs the take-over UPDATE and returns the row's version when it took the row.
 func (s *MySQLLocks) grant(ctx context.Context, name, owner string, lease time.Duration) (int64, bool, error) {
-	return s.sql.update(ctx, s.db, s.sql.grant, owner, owner, owner, s.sql.lease(lease), name, owner)
+	return s.sql.update(ctx, s.db, s.sql.grant, owner, owner, owner, s.sql.lease(lease), owner, name, owner)
 }
 
 // insert creates the name's row, held by owner, and reports false when the row exists.

@@ -24,9 +24,11 @@ const (
 // lockStatements are the MySQLLock's statements in one SQL dialect, and how that dialect
 // hands back a value from an UPDATE.
 type lockStatements struct {
-	// grant takes the row of a name (arg 5) for an owner (args 1-3 and 6) when it is free,
-	// expired or already the owner's, for a lease (arg 4, as lease formats it); it answers
-	// the row's version, grown by one unless the owner re-entered.
+	// grant takes the row of a name (arg 6) for an owner (args 1-3, 5 and 7) when it is
+	// free, expired or already the owner's, for a lease (arg 4, as lease formats it); it
+	// answers the row's version, grown by one unless the owner re-entered. A re-entry keeps
+	// the row's expiry when that is later than the lease from now, as ReentrantLock's
+	// script does: the outer hold counts on the lease it set.
 	grant string
 	// insert creates a name's row (arg 1) held once by an owner (arg 2) for a lease (arg 3),
 	// at version 1.
@@ -45,10 +47,12 @@ type lockStatements struct {
 
 // lockSQL holds the statements of each dialect.
 //
-// In the grant statement the CASEs that read owner come before the assignment to owner:
-// MySQL assigns left to right and lets later expressions see earlier assignments, SQLite
-// (and MariaDB's SIMULTANEOUS_ASSIGNMENT mode) let every expression see the old row; in
-// this order both read the old owner. Every UPDATE changes at least one column of the row
+// In the grant statement the CASEs that read owner come before the assignment to owner, and
+// expires_at reads only itself and owner: MySQL assigns left to right and lets later
+// expressions see earlier assignments, SQLite (and MariaDB's SIMULTANEOUS_ASSIGNMENT mode)
+// let every expression see the old row; in this order both read the old owner and the old
+// expiry. The CASE in expires_at keeps a re-entry from shortening the lease; a row that
+// changes owner gets the lease from now, whatever a released row's expires_at still says. Every UPDATE changes at least one column of the row
 // it matches (version or holds), so its affected-row count is the matched count whether or
 // not the DSN sets clientFoundRows.
 var lockSQL = map[SQLDialect]*lockStatements{
@@ -59,8 +63,9 @@ var lockSQL = map[SQLDialect]*lockStatements{
 		grant: `UPDATE distributed_locks SET
 	version = LAST_INSERT_ID(CASE WHEN owner = ? THEN version ELSE version + 1 END),
 	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,
-	owner = ?,
-	expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+	expires_at = GREATEST(CASE WHEN owner = ? THEN expires_at ELSE UTC_TIMESTAMP(6) END,
+		UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND),
+	owner = ?
 WHERE name = ? AND (owner = ? OR owner = '' OR expires_at < UTC_TIMESTAMP(6))`,
 		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at)
 VALUES (?, ?, 1, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`,
@@ -92,8 +97,9 @@ WHERE name = ? AND owner = ?`,
 		grant: `UPDATE distributed_locks SET
 	version = CASE WHEN owner = ? THEN version ELSE version + 1 END,
 	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,
-	owner = ?,
-	expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', ?)
+	expires_at = max(CASE WHEN owner = ? THEN expires_at ELSE '' END,
+		strftime('%Y-%m-%d %H:%M:%f', 'now', ?)),
+	owner = ?
 WHERE name = ? AND (owner = ? OR owner = '' OR expires_at < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 RETURNING version`,
 		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at)

@@ -214,6 +214,45 @@ func TestMySQLLockReentry(t *testing.T) {
 	})
 }
 
+// TestMySQLLockReentryNeverShortens: a re-entry may lengthen the row's lease, never shorten
+// it, as ReentrantLock's: the outer hold (its watchdog, or its fixed lease's timer) counts on
+// the lease it set, and a re-entry with a second's lease inside a minute's hold would let
+// another owner take the row after the second, two holders.
+func TestMySQLLockReentryNeverShortens(t *testing.T) {
+	eachDB(t, func(t *testing.T, d sqlDB) {
+		ctx := dbCtx(t)
+		a, b := twoProcesses(d)
+		name := testenv.Unique("reshort-")
+		l := a.MySQLLock(name)
+		left := func() time.Duration {
+			t.Helper()
+			got, err := lock.MySQLLockLeaseLeft(ctx, d.db, d.dialect, name)
+			require.NoError(t, err)
+			return got
+		}
+		token := mustTake(t, l, time.Minute)
+		assert.Equal(t, token, mustTake(t, l, time.Millisecond), "a re-entry keeps the token")
+		assert.Greater(t, left(), 50*time.Second, "lease left after a re-entry with a millisecond's lease, inside a minute's hold")
+		ok, err := tryOnce(ctx, b.New(name), time.Minute)
+		require.NoError(t, err)
+		assert.False(t, ok, "another owner took the row of a minute's hold after a re-entry with a millisecond's lease")
+		assert.Equal(t, token, mustTake(t, l, time.Hour), "a re-entry keeps the token")
+		assert.Greater(t, left(), 59*time.Minute, "lease left after a re-entry with an hour's lease")
+
+		// A re-entry of the owner's own expired row (nobody took it over) counts from now.
+		require.NoError(t, lock.ExpireMySQLLock(ctx, d.db, d.dialect, name))
+		assert.Equal(t, token, mustTake(t, l, time.Minute), "re-entry of the owner's expired row keeps the token")
+		assert.Greater(t, left(), 50*time.Second, "lease left after re-entering the expired row")
+		for range 4 {
+			require.NoError(t, l.Unlock(ctx))
+		}
+		assert.Greater(t, mustTake(t, l, time.Second), token, "the next grant's token")
+		// The released row's expiry was a minute away; SQLite's julianday reads times to
+		// some tens of microseconds, hence no closer bound than that.
+		assert.Less(t, left(), 10*time.Second, "a new grant's lease is its own, not the released row's")
+	})
+}
+
 // TestMySQLLockExpiredTakeover is the crashed holder: it never unlocks, and its row is taken
 // over only once it has expired.
 func TestMySQLLockExpiredTakeover(t *testing.T) {
