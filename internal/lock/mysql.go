@@ -3,6 +3,7 @@ package lock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -171,9 +172,10 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 			_, _, _ = l.s.release(cctx, l.name, owner)
 			cancel()
 		}
-		if ctxErr := ctx.Err(); ctxErr != nil {
-			// The driver reports a statement cut short by ctx in its own words (SQLite:
-			// "interrupted (9)"); the caller's contract is ctx's error.
+		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+			// The driver may report a statement cut short by ctx in its own words (SQLite:
+			// "interrupted (9)"); the caller's contract is ctx's error. One that reports
+			// ctx's error already keeps it as it is, said once.
 			err = fmt.Errorf("%w (%v)", ctxErr, err)
 		}
 		return false, fmt.Errorf("lock %s: %w", l.name, err)

@@ -4,6 +4,7 @@ package lock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,8 @@ func TestMySQLLockWaitBoundedWhenMariaDBFreezes(t *testing.T) {
 	ok, err := b.MySQLLock(name).TryLockWait(context.Background(), wait, time.Minute)
 	took := time.Since(start)
 	assert.False(t, ok)
-	assert.Error(t, err, "an attempt the frozen database did not answer")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "an attempt the frozen database did not answer")
+	assert.Equal(t, 1, strings.Count(err.Error(), context.DeadlineExceeded.Error()), "the deadline said once: %v", err)
 	const bound = wait + lock.WaitOverrun + lock.CleanupTimeout
 	assert.LessOrEqual(t, took, bound+time.Second, "TryLockWait(%s) returned after %s (%v)", wait, took, err)
 	t.Logf("returned %v, %v after %s", ok, err, took.Round(time.Millisecond))

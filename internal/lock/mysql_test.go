@@ -496,7 +496,8 @@ func TestMySQLLockWaitBoundedWhenTheDatabaseHangs(t *testing.T) {
 		select {
 		case r := <-done:
 			assert.False(t, r.ok)
-			assert.Error(t, r.err, "an attempt the database did not answer")
+			require.ErrorIs(t, r.err, context.DeadlineExceeded, "an attempt the database did not answer")
+			assert.Equal(t, 1, strings.Count(r.err.Error(), context.DeadlineExceeded.Error()), "the deadline said once: %v", r.err)
 			assert.LessOrEqual(t, r.took, bound+2*time.Second, "TryLockWait(%s) returned after %s (%v)", wait, r.took, r.err)
 		case <-time.After(10 * time.Second):
 			cancel()
