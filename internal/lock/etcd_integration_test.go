@@ -278,6 +278,22 @@ func TestEtcdLostReplyFoundAgain(t *testing.T) {
 	assert.Zero(t, etcdKeys(t, prefix))
 }
 
+// ownEtcdClient starts an etcd of the test's own, which the test may freeze, and connects a
+// client with a lease of ttl to it; the client is closed, etcd thawed first, when t ends.
+func ownEtcdClient(t *testing.T, ttl time.Duration) (*testenv.EtcdProcess, *EtcdClient) {
+	t.Helper()
+	srv := testenv.StartEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := NewEtcdClient(ctx, []string{srv.Addr}, EtcdOptions{LeaseTTL: ttl, Prefix: serverTestRoot(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		srv.Thaw() // Close revokes the lease: etcd must answer
+		_ = c.Close()
+	})
+	return srv, c
+}
+
 // TestEtcdFrozenServer: etcd stops answering (SIGSTOP) while a goroutine holds a lock. No
 // renewal is answered, so the client reports the hold lost (Lost closes) within the lease
 // of the freeze, before the holder could believe in a lease etcd may have ended; an
@@ -285,16 +301,8 @@ func TestEtcdLostReplyFoundAgain(t *testing.T) {
 // again the client has a new lease and takes the lock again, with a larger token.
 func TestEtcdFrozenServer(t *testing.T) {
 	const ttl = 3 * time.Second
-	srv := testenv.StartEtcd(t)
+	srv, c := ownEtcdClient(t, ttl)
 	ctx := context.Background()
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	c, err := NewEtcdClient(cctx, []string{srv.Addr}, EtcdOptions{LeaseTTL: ttl, Prefix: serverTestRoot(t)})
-	cancel()
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		srv.Thaw() // Close revokes the lease: etcd must answer
-		_ = c.Close()
-	})
 	l := NewEtcdLocks(c).EtcdLock("u1")
 	ok, err := l.TryLock(ctx, 0)
 	require.NoError(t, err)
@@ -409,4 +417,25 @@ func TestEtcdFrozenServerEndsLongWaits(t *testing.T) {
 			t.Fatalf("%s still waits for the frozen etcd %s after the freeze", w.what, time.Since(frozen).Round(time.Millisecond))
 		}
 	}
+}
+
+// TestEtcdWaitBoundedWhenEtcdFreezes: an etcd of the test's own stops answering (SIGSTOP)
+// while a caller waits a second (TryLockWait, its ctx without a deadline) for a lock. Every
+// call of the wait must end with the wait and WaitOverrun, as the Redis and MySQL locks'
+// do, and TryLockWait return an error then. Its calls were bounded only by the caller's ctx
+// and the lease's loss, so the wait lasted until the client declared its lease lost (2/3
+// of the TTL, 6.7 s with the default 10 s).
+func TestEtcdWaitBoundedWhenEtcdFreezes(t *testing.T) {
+	srv, c := ownEtcdClient(t, DefaultEtcdLeaseTTL)
+	l := NewEtcdLocks(c).EtcdLock("u1")
+
+	srv.Freeze()
+	const wait = time.Second
+	start := time.Now()
+	ok, err := l.TryLockWait(context.Background(), wait, 0)
+	took := time.Since(start)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "an attempt the frozen etcd did not answer")
+	assert.LessOrEqual(t, took, wait+waitOverrun+time.Second, "TryLockWait(%s) returned after %s (%v)", wait, took, err)
+	t.Logf("returned %v, %v after %s", ok, err, took.Round(time.Millisecond))
 }

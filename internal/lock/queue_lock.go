@@ -43,8 +43,9 @@ func (l *queueLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 // tries once, wait > 0 waits up to wait, wait < 0 until ctx ends. lease is ignored (see
 // TryLock). A waiter whose session or lease is lost queues again. Every call to the service
 // is bounded by ctx, and by the session (ZooKeeper: its timeout) or lease (etcd: until the
-// client declares it lost); a node or key left by an attempt that failed or gave up is
-// deleted, in the background when ctx has ended.
+// client declares it lost); etcd's, with wait > 0, also by the wait and half a second, as
+// the Redis and MySQL locks' (an attempt cut short by that is an error). A node or key left
+// by an attempt that failed or gave up is deleted, in the background when ctx has ended.
 //
 // TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
 // returns ctx's error when ctx ended first, and an error when the service could not be asked.
