@@ -63,8 +63,12 @@ type EtcdClient struct {
 
 	holds *sessionHolds // the holds, with their keys
 
-	mu    sync.Mutex       // guards lease, gone, void, closed and cleaning, and orders a loss of holds with the lease's change
+	mu    sync.Mutex       // guards lease, gone, settled, void, closed and cleaning, and orders a loss of holds with the lease's change
 	lease clientv3.LeaseID // 0 while none
+	// settled is closed once the client has a lease, or once its first grant since it lost
+	// the last one has failed: a waiter whose lease was lost waits for it to learn whether
+	// it queues again (see nextLease).
+	settled chan struct{}
 	// gone is closed when a call finds lease missing in etcd (see leaseGone): keep stops
 	// following it and grants the next one.
 	gone chan struct{}
@@ -94,6 +98,8 @@ type etcdHooks struct {
 	cleaning, cleaned func(key string)
 	// awaiting reports an acquisition waiting for a background delete of its key to end.
 	awaiting func(key string)
+	// awaitingLease reports a waiter whose lease was lost waiting for the next one.
+	awaitingLease func()
 	// interceptor sits between the client and etcd: a test holds a request back, as a slow
 	// network would, and lets it reach etcd later.
 	interceptor grpc.UnaryClientInterceptor
@@ -148,7 +154,8 @@ func newEtcdClient(ctx context.Context, endpoints []string, opts EtcdOptions, ho
 		_ = cli.Close()
 		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
-	c.lease, c.gone = id, make(chan struct{})
+	c.lease, c.gone, c.settled = id, make(chan struct{}), make(chan struct{})
+	close(c.settled)
 	c.wg.Add(1)
 	go c.keep(id, alive, stop, c.gone)
 	return c, nil
@@ -225,9 +232,9 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 			return
 		}
 		if c.lease == id { // else leaseGone has reported the loss
-			c.lease = 0
-			c.holds.lose()
+			c.loseLease()
 		}
+		settled := c.settled
 		c.mu.Unlock()
 		// The server may still keep the lease (the renewals' answers were late, not the
 		// lease gone): revoke it, so its keys do not block everyone for the rest of its TTL.
@@ -242,6 +249,10 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 			ctx, cancel := context.WithTimeout(context.Background(), etcdCleanupTimeout)
 			next, nextAlive, nextStop, err := c.grant(ctx)
 			cancel()
+			if err != nil && settled != nil {
+				close(settled) // the waiters of the lost lease fail: etcd did not grant the next
+				settled = nil
+			}
 			if err == nil {
 				c.mu.Lock()
 				if c.closed {
@@ -254,6 +265,9 @@ func (c *EtcdClient) keep(id clientv3.LeaseID, alive <-chan *clientv3.LeaseKeepA
 				}
 				gone = make(chan struct{})
 				c.lease, c.void, c.gone = next, 0, gone
+				if settled != nil {
+					close(settled)
+				}
 				c.mu.Unlock()
 				id, alive, stop = next, nextAlive, nextStop
 				break
@@ -301,9 +315,24 @@ func (c *EtcdClient) leaseGone(lease clientv3.LeaseID) {
 	if c.closed || c.lease != lease {
 		return // closed, or the loss is known already
 	}
+	c.loseLease()
+	close(c.gone)
+}
+
+// loseLease records that the client has lost its lease, and with it every hold. c.mu must be
+// held.
+func (c *EtcdClient) loseLease() {
 	c.lease = 0
 	c.holds.lose()
-	close(c.gone)
+	c.settled = make(chan struct{})
+}
+
+// nextLease returns a channel closed once the client has a lease, or once its first grant
+// since it lost the last one has failed; current then tells which.
+func (c *EtcdClient) nextLease() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settled
 }
 
 // current returns the lease an acquisition writes its key with, the epoch it starts in and

@@ -272,3 +272,109 @@ func TestEtcdLeaseFoundGoneAtThePut(t *testing.T) {
 	require.True(t, ok, "the client takes locks again with its new lease")
 	require.NoError(t, l.Unlock(ctx))
 }
+
+// TestEtcdWaiterRequeuesUnderTheNextLease: a waiter's lease is lost (revoked, and found gone)
+// while it waits behind another process's hold. It queues again under the client's next lease
+// when the client's first grant since the loss brings one, however long that grant takes,
+// and fails closed ("no etcd lease") when etcd refuses it. It used to look for a new lease
+// once, 50 ms after the loss, and fail when the grant had not been answered by then.
+func TestEtcdWaiterRequeuesUnderTheNextLease(t *testing.T) {
+	prefix := serverTestRoot(t)
+	const (
+		pass = iota
+		hold // hold the grant back until release closes
+		fail // refuse the grant
+	)
+	var grants atomic.Int32
+	granting := make(chan struct{}, 1)
+	release := make(chan struct{})
+	watching := make(chan struct{}, 1)
+	awaiting := make(chan struct{}, 1)
+	signal := func(ch chan struct{}) {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	ca := newEtcdTestClient(t, prefix, etcdHooks{
+		interceptor: func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if method == "/etcdserverpb.Lease/LeaseGrant" {
+				switch grants.Load() {
+				case hold:
+					signal(granting)
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				case fail:
+					signal(granting)
+					return errors.New("grant refused by the test")
+				}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		},
+		watching:      func(string, string) { signal(watching) },
+		awaitingLease: func() { signal(awaiting) },
+	})
+	a, b, ctx := ownersOfU1(t, prefix, ca)
+	type result struct {
+		ok  bool
+		err error
+	}
+	// waitBehind queues a waiter behind b's hold, then ends ca's lease under it as etcd would
+	// (revoked, and found gone by a call) with the next grant in the given mode.
+	waitBehind := func(mode int32) <-chan result {
+		t.Helper()
+		ok, err := b.TryLock(ctx, 0)
+		require.NoError(t, err)
+		require.True(t, ok)
+		done := make(chan result, 1)
+		go func() {
+			ok, err := a.TryLockWait(ctx, 15*time.Second, 0)
+			if ok {
+				err = errors.Join(err, a.Unlock(ctx))
+			}
+			done <- result{ok, err}
+		}()
+		select {
+		case <-watching:
+		case r := <-done:
+			t.Fatalf("the waiter did not queue: %v, %v", r.ok, r.err)
+		}
+		grants.Store(mode)
+		lease, _, _, err := ca.current()
+		require.NoError(t, err)
+		_, err = ca.cli.Revoke(ctx, lease)
+		require.NoError(t, err)
+		ca.leaseGone(lease)
+		select {
+		case <-granting:
+		case <-ctx.Done():
+			t.Fatal("the client never asked for its next lease")
+		}
+		return done
+	}
+
+	done := waitBehind(hold)
+	select {
+	case <-awaiting:
+	case r := <-done:
+		t.Fatalf("the waiter gave up while the client was granting its next lease: %v, %v", r.ok, r.err)
+	}
+	grants.Store(pass)
+	close(release)
+	require.NoError(t, b.Unlock(ctx))
+	r := <-done
+	require.NoError(t, r.err, "the waiter whose lease was lost")
+	assert.True(t, r.ok, "the waiter takes the lock under the next lease")
+
+	require.Eventually(t, func() bool { _, _, _, err := ca.current(); return err == nil }, 10*time.Second,
+		10*time.Millisecond, "the client has a lease again")
+	done = waitBehind(fail)
+	r = <-done
+	assert.False(t, r.ok)
+	assert.ErrorIs(t, r.err, errEtcdNoLease, "a waiter whose lease was lost, etcd refusing the next")
+	grants.Store(pass)
+	require.NoError(t, b.Unlock(ctx))
+}

@@ -348,8 +348,8 @@ func TestEtcdFrozenServer(t *testing.T) {
 // lock, one waits for it in the queue and one starts to queue, each with a context that
 // outlasts the freeze. The client declares its lease lost within 2/3 of its TTL without a
 // renewal answered; from then on no call of theirs may go on waiting for etcd. The waiters
-// end with errEtcdNoLease (no lease to queue again with) and the holder's Unlock with an
-// error, all while etcd is still frozen, instead of hanging until their contexts end (a
+// end with errEtcdNoLease once the client's grant of a next lease has failed (no lease to
+// queue again with) and the holder's Unlock with an error, all while etcd is still frozen, instead of hanging until their contexts end (a
 // context without deadline: for as long as etcd is frozen).
 func TestEtcdFrozenServerEndsLongWaits(t *testing.T) {
 	const ttl = 3 * time.Second
@@ -396,8 +396,9 @@ func TestEtcdFrozenServerEndsLongWaits(t *testing.T) {
 	go func() { late <- locks.EtcdLock("u1").Lock(ctx) }() // its put waits for etcd
 	close(unlock)                                          // so does the delete
 
-	// Each within the lease of the freeze (2/3 of it, and a request's round of cleanup).
-	bound := time.After(ttl + etcdCleanupTimeout)
+	// Each within the lease of the freeze (2/3 of it), the failed grant of the next lease
+	// (etcdCleanupTimeout) and a margin for a loaded machine.
+	bound := time.After(ttl + 2*etcdCleanupTimeout)
 	for _, w := range []struct {
 		what string
 		ch   <-chan error

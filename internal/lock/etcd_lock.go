@@ -113,8 +113,24 @@ func (c *EtcdClient) acquireWithin(ctx context.Context, queue, me string, wait t
 	if wait > 0 {
 		deadline = time.Now().Add(wait)
 	}
-	for {
+	for requeued := false; ; requeued = true {
 		lease, epoch, lost, err := c.current()
+		if errors.Is(err, errEtcdNoLease) && requeued {
+			// A waiter whose lease was lost queues again under the client's next lease if
+			// the client's first grant since the loss brings one, and fails closed if etcd
+			// does not grant it: not at the whim of how long the grant takes.
+			if c.hooks.awaitingLease != nil {
+				c.hooks.awaitingLease()
+			}
+			select {
+			case <-c.nextLease():
+			case <-ctx.Done():
+				return false, ctx.Err()
+			case <-c.done:
+				return false, ErrClosed
+			}
+			lease, epoch, lost, err = c.current()
+		}
 		if err != nil {
 			return false, err
 		}

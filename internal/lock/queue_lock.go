@@ -41,7 +41,8 @@ func (l *queueLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 
 // TryLockWait takes the lock for the calling goroutine, waiting in the queue: wait == 0
 // tries once, wait > 0 waits up to wait, wait < 0 until ctx ends. lease is ignored (see
-// TryLock). A waiter whose session or lease is lost queues again. Every call to the service
+// TryLock). A waiter whose session or lease is lost queues again (etcd: under the client's
+// next lease if its first grant since the loss brings one; if not, it fails). Every call to the service
 // is bounded by ctx, and by the session (ZooKeeper: its timeout) or lease (etcd: until the
 // client declares it lost); etcd's, with wait > 0, also by the wait and half a second, as
 // the Redis and MySQL locks' (an attempt cut short by that is an error). A node or key left
