@@ -65,11 +65,7 @@ func (s *zkSession) event(state zk.State, id int64, timeout time.Duration) {
 	switch state {
 	case zk.StateHasSession:
 		s.connected = true
-		s.gen++
-		if s.timer != nil {
-			s.timer.Stop()
-			s.timer = nil
-		}
+		s.stopDeadlineLocked()
 		if s.id != 0 && id != s.id {
 			s.loseLocked(false) // a new session: the old one ended unseen
 		}
@@ -77,7 +73,8 @@ func (s *zkSession) event(state zk.State, id int64, timeout time.Duration) {
 		s.timeout = timeout
 	case zk.StateExpired:
 		s.connected = false
-		s.loseLocked(false) // its nodes are gone with it
+		s.stopDeadlineLocked() // this is the loss it waited for; it must not come twice
+		s.loseLocked(false)    // its nodes are gone with it
 		s.id = 0
 	case zk.StateDisconnected:
 		if !s.connected || s.id == 0 {
@@ -93,6 +90,16 @@ func (s *zkSession) event(state zk.State, id int64, timeout time.Duration) {
 				s.loseLocked(true)
 			}
 		})
+	}
+}
+
+// stopDeadlineLocked disarms the deadline of a disconnection, including one whose timer has
+// fired already and waits for s.mu (the generation tells it). s.mu is held.
+func (s *zkSession) stopDeadlineLocked() {
+	s.gen++
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
 	}
 }
 

@@ -169,6 +169,23 @@ func TestZKSessionDeadline(t *testing.T) {
 	})
 }
 
+// TestZKSessionExpiredStopsTheDeadline: a disconnection arms the deadline of the holds, then
+// the server reports the session expired, which loses them at once. The deadline must not
+// fire later (the reconnect failing, no new session to stop it) and lose the next epoch's
+// holds, or wake its waiters, a second time for the same end of the session.
+func TestZKSessionExpiredStopsTheDeadline(t *testing.T) {
+	const timeout = 300 * time.Millisecond // the deadline: 200 ms after the last read
+	u := newSessionUnderTest(t, timeout, time.Now())
+	u.s.event(zk.StateDisconnected, 0, u.granted)
+	u.s.event(zk.StateExpired, 0, u.granted)
+	require.True(t, isClosed(u.lost), "the expiry lost the hold")
+	epoch, waiters, _ := u.s.current()
+	assert.False(t, closedWithin(waiters, 3*timeout), "a second loss after the expiry, by the disconnection's deadline")
+	after, _, _ := u.s.current()
+	assert.Equal(t, epoch, after, "epoch")
+	assert.Empty(t, u.dropped, "nodes dropped")
+}
+
 func TestZKSessionReentry(t *testing.T) {
 	u := newSessionUnderTest(t, time.Hour, time.Now())
 	require.True(t, u.s.reenter("k"))
