@@ -178,7 +178,9 @@ func (c *EtcdClient) Ping(ctx context.Context) error {
 }
 
 // Close revokes the lease, which deletes the keys of every lock the client holds or waits
-// for, ends every hold (Lost closes) and closes the connection.
+// for, ends every hold (Lost closes) and closes the connection. The client's locks then
+// return ErrClosed: an acquisition ErrClosed, an Unlock an error wrapping both ErrNotHeld
+// (the hold is gone, its key with the lease) and ErrClosed.
 func (c *EtcdClient) Close() error {
 	c.mu.Lock()
 	if c.closed {

@@ -253,6 +253,29 @@ func TestEtcdLeaseLostIsReported(t *testing.T) {
 	require.NoError(t, a.Unlock(ctx))
 }
 
+// TestEtcdClose: closing the client ends its holds and deletes their keys at once; Unlock of
+// such a hold says both that it is not held and that the client closed, and acquisitions
+// return ErrClosed.
+func TestEtcdClose(t *testing.T) {
+	prefix := serverTestRoot(t)
+	c := newEtcdTestClient(t, prefix, etcdHooks{})
+	l := NewEtcdLocks(c).EtcdLock("close")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ok, err := l.TryLock(ctx, 0)
+	require.NoError(t, err)
+	require.True(t, ok)
+	lost := l.Lost()
+	require.NoError(t, c.Close())
+	assert.True(t, isClosed(lost), "Lost not closed by Close")
+	assert.Zero(t, etcdKeys(t, prefix), "keys left after Close")
+	err = l.Unlock(ctx)
+	assert.ErrorIs(t, err, ErrNotHeld, "Unlock of a hold that Close ended")
+	assert.ErrorIs(t, err, ErrClosed, "Unlock of a hold that Close ended")
+	_, err = l.TryLock(ctx, 0)
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
 // TestEtcdLostReplyFoundAgain: an acquisition whose put reached etcd but whose reply was lost
 // asks again and finds its key (named by lease and owner) instead of leaving it orphaned: the
 // retry holds the lock with that key's revision, and Unlock deletes it.

@@ -68,11 +68,17 @@ func (l *queueLock) Lock(ctx context.Context) error {
 // Unlock releases one hold of the calling goroutine; the last one deletes its node or key,
 // which wakes the next waiter. It returns an error wrapping ErrNotHeld when the goroutine
 // does not hold the lock: it never took it, or its session or lease was lost (its node or key
-// was gone, and another owner may have held the lock since). When the service does not
+// was gone, and another owner may have held the lock since), or the client was closed (then
+// the error wraps ErrClosed too). When the service does not
 // answer, the node or key is deleted in the background and Unlock returns the error.
 func (l *queueLock) Unlock(ctx context.Context) error {
 	h, held := l.holds.release(holdKey(l.at, owner(l.process)))
 	if !held {
+		if _, _, open := l.holds.current(); !open {
+			// Close ended the hold: not held, as for a lost session, and the caller may
+			// want to know that it was its own Close.
+			return fmt.Errorf("unlock %s: %w (%w)", l.at, ErrNotHeld, ErrClosed)
+		}
 		return fmt.Errorf("unlock %s: %w", l.at, ErrNotHeld)
 	}
 	if h == nil {

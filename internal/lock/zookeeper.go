@@ -211,7 +211,8 @@ func (c *ZooKeeperClient) Process() string { return c.process }
 
 // Close ends every hold (their Lost channels close), closes the session, which deletes its
 // lock nodes at once, and waits for the client's goroutines. The client's locks then return
-// ErrClosed.
+// ErrClosed: an acquisition ErrClosed, an Unlock an error wrapping both ErrNotHeld (the hold
+// is gone, its node with the session) and ErrClosed.
 func (c *ZooKeeperClient) Close() error {
 	c.mu.Lock()
 	if c.closed {
