@@ -3,7 +3,6 @@ package lock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -88,23 +87,8 @@ func untilLost(ctx context.Context, lost <-chan struct{}) (context.Context, cont
 	return ctx, func() { cancel(context.Canceled) }
 }
 
-// acquire takes the lock whose keys live under queue for owner me (see TryLockWait). With
-// wait > 0 every call of the acquisition ends with the wait and waitOverrun at the latest, as
-// the Redis and MySQL locks' do: an etcd that does not answer holds the caller that long,
-// not until the client declares its lease lost (2/3 of the TTL) or, while the lease is
-// still renewed through another member, for as long as ctx allows.
+// acquire takes the lock whose keys live under queue for owner me (see TryLockWait).
 func (c *EtcdClient) acquire(ctx context.Context, queue, me string, wait time.Duration) (bool, error) {
-	bctx, cancel := waitBound(ctx, time.Now(), wait)
-	defer cancel()
-	ok, err := c.acquireWithin(bctx, queue, me, wait)
-	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
-		err = fmt.Errorf("%w (no answer within the wait and %s)", err, waitOverrun)
-	}
-	return ok, err
-}
-
-// acquireWithin is acquire on ctx bounded by the wait.
-func (c *EtcdClient) acquireWithin(ctx context.Context, queue, me string, wait time.Duration) (bool, error) {
 	hk := holdKey(queue, me)
 	if c.holds.reenter(hk) {
 		return true, nil

@@ -10,7 +10,7 @@ import (
 // EtcdClient (keys under a prefix).
 type queueClient interface {
 	// acquire takes the lock whose contenders queue under at, for owner me, waiting as
-	// TryLockWait says.
+	// TryLockWait says; ctx bounds every call it makes.
 	acquire(ctx context.Context, at, me string, wait time.Duration) (bool, error)
 	// drop deletes the node or key of a hold just released. gone reports that it had gone
 	// with its session or lease; when the service does not answer, the delete goes on in
@@ -42,17 +42,24 @@ func (l *queueLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 // TryLockWait takes the lock for the calling goroutine, waiting in the queue: wait == 0
 // tries once, wait > 0 waits up to wait, wait < 0 until ctx ends. lease is ignored (see
 // TryLock). A waiter whose session or lease is lost queues again (etcd: under the client's
-// next lease if its first grant since the loss brings one; if not, it fails). Every call to the service
-// is bounded by ctx, and by the session (ZooKeeper: its timeout) or lease (etcd: until the
-// client declares it lost); etcd's, with wait > 0, also by the wait and half a second, as
-// the Redis and MySQL locks' (an attempt cut short by that is an error). A node or key left
-// by an attempt that failed or gave up is deleted, in the background when ctx has ended.
+// next lease if its first grant since the loss brings one; if not, it fails). Every call to
+// the service is bounded by ctx, by the session (ZooKeeper: its timeout) or lease (etcd: until
+// the client declares it lost), and with wait > 0 by the wait and half a second, as the Redis
+// and MySQL locks' calls are: a service that does not answer holds the caller that long (an
+// attempt cut short so is an error), not a session timeout or 2/3 of a lease TTL per call. A
+// node or key left by an attempt that failed or gave up is deleted, in the background when
+// ctx has ended.
 //
 // TryLockWait reports false, nil when wait ran out with another owner holding the lock; it
 // returns ctx's error when ctx ended first, and an error when the service could not be asked.
 func (l *queueLock) TryLockWait(ctx context.Context, wait, _ time.Duration) (bool, error) {
-	ok, err := l.c.acquire(ctx, l.at, owner(l.process), wait)
+	bctx, cancel := waitBound(ctx, time.Now(), wait)
+	defer cancel()
+	ok, err := l.c.acquire(bctx, l.at, owner(l.process), wait)
 	if err != nil {
+		if ctx.Err() == nil && bctx.Err() != nil {
+			err = fmt.Errorf("%w (no answer within the wait and %s)", err, waitOverrun)
+		}
 		return false, fmt.Errorf("lock %s: %w", l.at, err)
 	}
 	return ok, nil

@@ -430,6 +430,28 @@ func TestZooKeeperSessionExpiry(t *testing.T) {
 	assert.NotEqual(t, id, a.conn.SessionID(), "a has a new session")
 }
 
+// TestZooKeeperWaitBoundedWhenTheServerDoesNotAnswer: a caller waits a second (TryLockWait,
+// its ctx without a deadline) for a lock another process holds, and the server never answers
+// the create of its node while it goes on answering the pings, so the session lives. The
+// call must end with the wait and WaitOverrun, as the Redis, MySQL and etcd locks' do, and
+// TryLockWait return an error then. It waited for the session timeout the server granted
+// (4 s here; 10 s by default).
+func TestZooKeeperWaitBoundedWhenTheServerDoesNotAnswer(t *testing.T) {
+	root := serverTestRoot(t)
+	tap := &zkTap{}
+	a := newZKTestClient(t, root, zkHooks{dial: tap.dial})
+	zkTake(t, NewZooKeeperLocks(newZKTestClient(t, root, zkHooks{})).ZooKeeperLock("stalled"))
+	tap.swallow(zkOpMulti)
+	const wait = time.Second
+	start := time.Now()
+	ok, err := NewZooKeeperLocks(a).ZooKeeperLock("stalled").TryLockWait(context.Background(), wait, 0)
+	took := time.Since(start)
+	assert.False(t, ok)
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "a create the server did not answer")
+	assert.LessOrEqual(t, took, wait+waitOverrun+time.Second, "TryLockWait(%s) returned after %s (%v)", wait, took, err)
+	t.Logf("returned %v, %v after %s", ok, err, took.Round(time.Millisecond))
+}
+
 // zkTap dials the server for a client, reads the session id and password out of each
 // connect reply, and can refuse new connections and cut the one open (a partition as the
 // client sees it), or swallow the client's requests of one kind.
@@ -442,8 +464,12 @@ type zkTap struct {
 	opcode  atomic.Int32 // the requests swallowed; 0 none
 }
 
-// zkOpDelete is the opcode of a delete request (go-zookeeper's opDelete).
-const zkOpDelete = 2
+// zkOpDelete and zkOpMulti are the opcodes of a delete request and of a multi, in which the
+// client creates its lock nodes (go-zookeeper's opDelete, opMulti).
+const (
+	zkOpDelete = 2
+	zkOpMulti  = 14
+)
 
 // swallow makes the client's connections drop every request with opcode op unsent, while
 // reporting it written: the server never answers it, and goes on answering the rest.
