@@ -24,7 +24,7 @@ var wantSchema = schema{
 	"seckill_vouchers": {"voucher_id", "stock", "begin_time", "end_time", "created_at", "updated_at"},
 	"voucher_orders":   {"id", "user_id", "voucher_id", "status", "created_at", "updated_at"},
 	// lock.MySQLLocks' table; the name is its primary key.
-	"distributed_locks": {"name", "owner", "holds", "version", "expires_at"},
+	"distributed_locks": {"name", "owner", "holds", "version", "expires_at", "attempt"},
 	// order.SQLStore's fences: the largest fencing token admitted per lock name.
 	"lock_fences": {"name", "token", "claims", "claimed_at"},
 }

@@ -62,6 +62,24 @@ func LoseGrantReplies(s *MySQLLocks, armed *atomic.Bool) {
 	s.sql = &stmts
 }
 
+// ErrGrantRefused is what RefuseGrants reports instead of running a grant.
+var ErrGrantRefused = errors.New("write tcp: broken pipe (the grant never reached the database)")
+
+// RefuseGrants makes the grant statement of s, each time armed is set, report ErrGrantRefused
+// without reaching the database (and clears armed), as when the connection breaks before the
+// statement is sent: the caller cannot tell it from a grant whose reply was lost.
+func RefuseGrants(s *MySQLLocks, armed *atomic.Bool) {
+	stmts := *s.sql
+	run := stmts.update
+	stmts.update = func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+		if query == stmts.grant && armed.CompareAndSwap(true, false) {
+			return 0, false, ErrGrantRefused
+		}
+		return run(ctx, db, query, args...)
+	}
+	s.sql = &stmts
+}
+
 // PollGetLocks makes s wait in GET_LOCK as on MySQL (the server whole seconds, the rest
 // polled), whatever the server, and run polled before each poll.
 func PollGetLocks(s *MySQLGetLocks, polled func()) {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -115,7 +117,9 @@ func (s *MySQLLocks) MySQLLock(name string) *MySQLLock {
 // MySQLLock is one named lock of a MySQLLocks. Like SimpleRedisLock, its owner is the
 // calling goroutine: the goroutine that took it is the one that re-enters and releases it.
 // Take one MySQLLock per holder (New is cheap): Token reports the grant that this MySQLLock
-// made last, whichever goroutine asked.
+// made last, whichever goroutine asked. The holds themselves are the goroutine's, whichever
+// of its MySQLLocks took them: it re-enters through a second MySQLLock of the name, and each
+// Unlock gives up one hold.
 type MySQLLock struct {
 	s     *MySQLLocks
 	name  string
@@ -137,11 +141,13 @@ func (l *MySQLLock) Token() int64 { return l.token.Load() }
 // shortens it (as ReentrantLock's: the outer hold counts on the lease it set, and a shorter
 // one would let another owner in while it still works); it inserts the row when the name
 // has none. It reports false, nil when another owner holds an unexpired row, and
-// ErrInvalidTTL for a lease under a millisecond. An attempt whose reply is lost (an error,
-// ctx ending mid-statement) may have taken the row all the same: unless this lock already
-// held it (a re-entry), TryLock then gives up such a hold at once, on a context of its own
-// bounded by half a second, and returns the attempt's error; if that release fails too, the
-// row expires after lease.
+// ErrInvalidTTL for a lease under a millisecond. An attempt that fails (an error, ctx
+// ending mid-statement) may or may not have run: its statement may have taken or re-entered
+// the row with only the answer lost, or never reached the database. TryLock then gives back
+// the hold that attempt made, if it made one, and none other, at once, on a context of its
+// own bounded by half a second, and returns the attempt's error: a hold the caller had
+// before, through this MySQLLock or another of the same goroutine, stays as it was. If that
+// release fails too, the attempt's hold lasts until the row expires.
 func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
 	if lease < time.Millisecond {
 		return false, fmt.Errorf("lock %s: %w", l.name, ErrInvalidTTL)
@@ -150,28 +156,31 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 		return false, fmt.Errorf("lock %s: name longer than %d bytes", l.name, maxMySQLLockName)
 	}
 	owner := owner(l.s.process)
-	reentry := l.token.Load() != 0
-	version, ok, err := l.s.grant(ctx, l.name, owner, lease)
+	// The row carries the attempt that last took or re-entered it, so that the release
+	// after a failed attempt can tell a hold this attempt made from one the owner already
+	// had: the token says only what this MySQLLock holds, not what the goroutine holds
+	// through another, and whether a statement whose answer was lost ever ran is known only
+	// to the row.
+	attempt := newAttempt()
+	version, ok, err := l.s.grant(ctx, l.name, owner, lease, attempt)
 	if err == nil && !ok {
 		// No row to take: either the name has none yet, or another owner holds it. An
 		// INSERT tells which; when another contender inserted the row in between, it may
 		// also have released it already, so take it again.
 		var inserted bool
-		inserted, err = l.s.insert(ctx, l.name, owner, lease)
+		inserted, err = l.s.insert(ctx, l.name, owner, lease, attempt)
 		switch {
 		case err != nil:
 		case inserted:
 			version, ok = 1, true
 		default:
-			version, ok, err = l.s.grant(ctx, l.name, owner, lease)
+			version, ok, err = l.s.grant(ctx, l.name, owner, lease, attempt)
 		}
 	}
 	if err != nil {
-		if !reentry {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			_, _, _ = l.s.release(cctx, l.name, owner)
-			cancel()
-		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_, _, _ = l.s.release(cctx, l.name, owner, attempt)
+		cancel()
 		if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
 			// The driver may report a statement cut short by ctx in its own words (SQLite:
 			// "interrupted (9)"); the caller's contract is ctx's error. One that reports
@@ -212,7 +221,7 @@ func (l *MySQLLock) TryLockWait(ctx context.Context, wait, lease time.Duration) 
 // has no row, or the caller is not the goroutine that took it. A row that expired but that
 // nobody has taken over is still the owner's, and Unlock releases it.
 func (l *MySQLLock) Unlock(ctx context.Context) error {
-	left, ok, err := l.s.release(ctx, l.name, owner(l.s.process))
+	left, ok, err := l.s.release(ctx, l.name, owner(l.s.process), anyAttempt)
 	if err != nil {
 		return fmt.Errorf("unlock %s: %w", l.name, err)
 	}
@@ -226,14 +235,25 @@ func (l *MySQLLock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// grant runs the take-over UPDATE and returns the row's version when it took the row.
-func (s *MySQLLocks) grant(ctx context.Context, name, owner string, lease time.Duration) (int64, bool, error) {
-	return s.sql.update(ctx, s.db, s.sql.grant, owner, owner, owner, s.sql.lease(lease), owner, name, owner)
+// anyAttempt is the attempt that release takes for "whichever attempt took the row";
+// newAttempt never returns it, and rows from before the attempt column carry it.
+const anyAttempt int64 = 0
+
+// newAttempt returns a number that marks one TryLock's statements: random, so that no
+// earlier TryLock of the same owner, in this process or an earlier run of it, marked a row
+// with it (a collision is one chance in 2^63), and never anyAttempt.
+func newAttempt() int64 { return rand.Int64N(math.MaxInt64) + 1 }
+
+// grant runs the take-over UPDATE, marking the row with attempt, and returns the row's
+// version when it took the row.
+func (s *MySQLLocks) grant(ctx context.Context, name, owner string, lease time.Duration, attempt int64) (int64, bool, error) {
+	return s.sql.update(ctx, s.db, s.sql.grant, owner, owner, owner, s.sql.lease(lease), owner, attempt, name, owner)
 }
 
-// insert creates the name's row, held by owner, and reports false when the row exists.
-func (s *MySQLLocks) insert(ctx context.Context, name, owner string, lease time.Duration) (bool, error) {
-	res, err := s.db.ExecContext(ctx, s.sql.insert, name, owner, s.sql.lease(lease))
+// insert creates the name's row, held by owner and marked with attempt, and reports false
+// when the row exists.
+func (s *MySQLLocks) insert(ctx context.Context, name, owner string, lease time.Duration, attempt int64) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.sql.insert, name, owner, s.sql.lease(lease), attempt)
 	if s.sql.isDuplicate(err) {
 		return false, nil
 	}
@@ -244,7 +264,8 @@ func (s *MySQLLocks) insert(ctx context.Context, name, owner string, lease time.
 	return n == 1, err
 }
 
-// release runs the release UPDATE and returns the holds owner has left.
-func (s *MySQLLocks) release(ctx context.Context, name, owner string) (int64, bool, error) {
-	return s.sql.update(ctx, s.db, s.sql.release, name, owner)
+// release runs the release UPDATE and returns the holds owner has left. With an attempt
+// other than anyAttempt it releases only a row that attempt took or re-entered last.
+func (s *MySQLLocks) release(ctx context.Context, name, owner string, attempt int64) (int64, bool, error) {
+	return s.sql.update(ctx, s.db, s.sql.release, name, owner, attempt)
 }

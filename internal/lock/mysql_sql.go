@@ -24,17 +24,20 @@ const (
 // lockStatements are the MySQLLock's statements in one SQL dialect, and how that dialect
 // hands back a value from an UPDATE.
 type lockStatements struct {
-	// grant takes the row of a name (arg 6) for an owner (args 1-3, 5 and 7) when it is
-	// free, expired or already the owner's, for a lease (arg 4, as lease formats it); it
-	// answers the row's version, grown by one unless the owner re-entered. A re-entry keeps
-	// the row's expiry when that is later than the lease from now, as ReentrantLock's
-	// script does: the outer hold counts on the lease it set.
+	// grant takes the row of a name (arg 7) for an owner (args 1-3, 5 and 8) when it is
+	// free, expired or already the owner's, for a lease (arg 4, as lease formats it), and
+	// marks it with the attempt (arg 6); it answers the row's version, grown by one unless
+	// the owner re-entered. A re-entry keeps the row's expiry when that is later than the
+	// lease from now, as ReentrantLock's script does: the outer hold counts on the lease it
+	// set.
 	grant string
 	// insert creates a name's row (arg 1) held once by an owner (arg 2) for a lease (arg 3),
-	// at version 1.
+	// at version 1, marked with the attempt (arg 4).
 	insert string
 	// release takes one hold off the row of a name (arg 1) if an owner (arg 2) holds it,
-	// freeing the row at zero; it answers the holds left.
+	// freeing the row at zero; it answers the holds left. An attempt (arg 3) other than 0
+	// narrows it to a row that still carries that attempt: the attempt's grant ran, and no
+	// later one of the owner's did.
 	release string
 	// lease formats a lease as the statements' lease argument.
 	lease func(time.Duration) any
@@ -65,14 +68,15 @@ var lockSQL = map[SQLDialect]*lockStatements{
 	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,
 	expires_at = GREATEST(CASE WHEN owner = ? THEN expires_at ELSE UTC_TIMESTAMP(6) END,
 		UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND),
-	owner = ?
+	owner = ?,
+	attempt = ?
 WHERE name = ? AND (owner = ? OR owner = '' OR expires_at < UTC_TIMESTAMP(6))`,
-		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at)
-VALUES (?, ?, 1, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`,
+		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at, attempt)
+VALUES (?, ?, 1, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
 		release: `UPDATE distributed_locks SET
 	owner = CASE WHEN holds > 1 THEN owner ELSE '' END,
 	holds = LAST_INSERT_ID(holds - 1)
-WHERE name = ? AND owner = ?`,
+WHERE name = ? AND owner = ? AND ? IN (0, attempt)`,
 		lease: func(d time.Duration) any { return d.Microseconds() },
 		update: func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
 			res, err := db.ExecContext(ctx, query, args...)
@@ -99,16 +103,17 @@ WHERE name = ? AND owner = ?`,
 	holds = CASE WHEN owner = ? THEN holds + 1 ELSE 1 END,
 	expires_at = max(CASE WHEN owner = ? THEN expires_at ELSE '' END,
 		strftime('%Y-%m-%d %H:%M:%f', 'now', ?)),
-	owner = ?
+	owner = ?,
+	attempt = ?
 WHERE name = ? AND (owner = ? OR owner = '' OR expires_at < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 RETURNING version`,
-		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at)
-VALUES (?, ?, 1, 1, strftime('%Y-%m-%d %H:%M:%f', 'now', ?))
+		insert: `INSERT INTO distributed_locks (name, owner, holds, version, expires_at, attempt)
+VALUES (?, ?, 1, 1, strftime('%Y-%m-%d %H:%M:%f', 'now', ?), ?)
 ON CONFLICT (name) DO NOTHING`,
 		release: `UPDATE distributed_locks SET
 	owner = CASE WHEN holds > 1 THEN owner ELSE '' END,
 	holds = holds - 1
-WHERE name = ? AND owner = ?
+WHERE name = ? AND owner = ? AND ? IN (0, attempt)
 RETURNING holds`,
 		lease: func(d time.Duration) any { // a strftime modifier: "+1.500000 seconds"
 			return "+" + strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + " seconds"

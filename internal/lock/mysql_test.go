@@ -358,7 +358,8 @@ func TestMySQLLockTokenGrows(t *testing.T) {
 
 // TestMySQLLockLostGrantReleased: a grant that took the row but whose answer was lost. TryLock
 // returns the error and gives the row back, so that another owner takes it at once instead
-// of after the lease (a minute here); a lost re-entry gives back nothing.
+// of after the lease (a minute here). TestMySQLLockFailedReentryGivesBackOnlyItsOwn has the
+// re-entries.
 func TestMySQLLockLostGrantReleased(t *testing.T) {
 	eachDB(t, func(t *testing.T, d sqlDB) {
 		ctx := dbCtx(t)
@@ -384,16 +385,60 @@ func TestMySQLLockLostGrantReleased(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok, "another owner takes the row at once: the lost grant was given back")
 		require.NoError(t, o.Unlock(ctx))
+	})
+}
 
-		ok, err = l.TryLock(ctx, time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
-		armed.Store(true)
-		_, err = l.TryLock(ctx, time.Minute)
-		require.ErrorIs(t, err, lock.ErrGrantReplyLost)
-		ok, err = o.TryLock(ctx, time.Minute)
-		require.NoError(t, err)
-		assert.False(t, ok, "the hold before the lost re-entry is kept")
+// TestMySQLLockFailedReentryGivesBackOnlyItsOwn: a goroutine that holds the row tries it again,
+// through the same MySQLLock or through a second one (a caller that calls New per use), and
+// the attempt fails: its grant never reached the database, or it ran and its answer was lost.
+// The caller cannot tell which, so the cleanup must give back the hold of a grant that ran and
+// nothing else: the hold from before stays (another owner cannot take the row), its token
+// with it, and its one Unlock frees the row (no hold is left over to wait out the lease). The
+// cleanup used to trust the MySQLLock's token to tell a re-entry: through a second lock it
+// released the first hold after a grant that never ran, freeing the row under its holder, and
+// through the same lock it kept the hold of a grant that ran, which outlived the last Unlock.
+func TestMySQLLockFailedReentryGivesBackOnlyItsOwn(t *testing.T) {
+	eachDB(t, func(t *testing.T, d sqlDB) {
+		ctx := dbCtx(t)
+		tests := []struct {
+			name    string
+			fail    func(*lock.MySQLLocks, *atomic.Bool)
+			want    error
+			another bool // retry through a second MySQLLock of the same goroutine
+		}{
+			{"same lock, grant never ran", lock.RefuseGrants, lock.ErrGrantRefused, false},
+			{"same lock, reply lost", lock.LoseGrantReplies, lock.ErrGrantReplyLost, false},
+			{"another lock, grant never ran", lock.RefuseGrants, lock.ErrGrantRefused, true},
+			{"another lock, reply lost", lock.LoseGrantReplies, lock.ErrGrantReplyLost, true},
+		}
+		for _, tt := range tests {
+			var armed atomic.Bool
+			procA, procB := twoProcesses(d)
+			tt.fail(procA, &armed)
+			name := testenv.Unique("refail-")
+			holder := procA.MySQLLock(name)
+			token := mustTake(t, holder, time.Minute)
+
+			again := holder
+			if tt.another {
+				again = procA.MySQLLock(name)
+			}
+			armed.Store(true)
+			ok, err := again.TryLock(ctx, time.Minute)
+			require.ErrorIs(t, err, tt.want, tt.name)
+			require.False(t, armed.Load(), "%s: the hook fired", tt.name)
+			assert.False(t, ok, tt.name)
+
+			other := procB.New(name)
+			ok, err = other.TryLock(ctx, time.Minute)
+			require.NoError(t, err, tt.name)
+			assert.False(t, ok, "%s: another owner took the row the holder still holds", tt.name)
+			assert.Equal(t, token, holder.Token(), "%s: the holder's token", tt.name)
+			require.NoError(t, holder.Unlock(ctx), tt.name)
+			ok, err = other.TryLock(ctx, time.Minute)
+			require.NoError(t, err, tt.name)
+			assert.True(t, ok, "%s: the holder's one Unlock left the row held: a hold of the failed attempt outlived it", tt.name)
+		}
 	})
 }
 
