@@ -27,6 +27,8 @@ var wantSchema = schema{
 	"distributed_locks": {"name", "owner", "holds", "version", "expires_at", "attempt"},
 	// order.SQLStore's fences: the largest fencing token admitted per lock name.
 	"lock_fences": {"name", "token", "claims", "claimed_at"},
+	// async.Store's failed orders: the ones the stream writer dead-lettered.
+	"async_failed_orders": {"order_id", "user_id", "voucher_id", "reason", "unit", "created_at"},
 }
 
 // schema maps each table (goose's own left out) to its columns in order.
@@ -94,10 +96,12 @@ func TestUpUnknownDialect(t *testing.T) {
 }
 
 // wantIndexes are the secondary indexes: uk_user_voucher, the last line of defence for one
-// order per user, and the index behind per-voucher queries.
+// order per user, the index behind per-voucher queries, and the one behind reconcile's count
+// of a retired voucher's kept units.
 var wantIndexes = []index{
 	{Table: "voucher_orders", Unique: true, Columns: "user_id,voucher_id"},
 	{Table: "voucher_orders", Unique: false, Columns: "voucher_id"},
+	{Table: "async_failed_orders", Unique: false, Columns: "voucher_id"},
 }
 
 func sqliteSchema(t *testing.T, db *sql.DB) schema {

@@ -76,6 +76,8 @@ var settings = []envFlag{
 	{"SECKILL_STREAM_CLAIM_IDLE", "stream-claim-idle", async.DefaultClaimIdle.String(), "async: idle time after which another instance's unacknowledged orders are claimed (XAUTOCLAIM)"},
 	{"SECKILL_STREAM_MAX_ATTEMPTS", "stream-max-attempts", strconv.Itoa(async.DefaultMaxAttempts), "async: refusals by the database before an order is dead-lettered and its reservation released"},
 	{"SECKILL_STREAM_DB_DOWN", "stream-db-down", async.DefaultDBDownBound.String(), "async: how long the writer may fail to reach the database before /readyz fails"},
+	{"SECKILL_STREAM_RETENTION", "stream-retention", async.DefaultRetention.String(), "async: how long after a sale's end, once none of its orders is pending, its users, statuses and dead letters stay in Redis before a writer " +
+		"copies the dead letters to the database and deletes them (at least 1m)"},
 	{"SECKILL_PPROF_ADDR", "pprof-addr", "", "loopback host:port to serve Go's profiles on (/debug/pprof/, serve only); empty: none"},
 	{"SECKILL_FENCING", "fencing", app.FencingAuto, "on|off|auto: check each order write's fencing token in the database (lock_fences); auto is on for the locks that hand out tokens (" +
 		app.TokenKindNames() + "), on with another lock refuses to start; an explicit on lets SECKILL_ORDER_TIMEOUT exceed SECKILL_LOCK_TTL"},
@@ -248,7 +250,10 @@ func (c *config) parseAsync(vals map[string]*string) error {
 			"a longer one makes every batch that waits for more orders miss its deadline and be claimed again",
 			*vals["SECKILL_STREAM_LINGER"], limit, c.stream.ClaimIdle)
 	}
-	c.stream.DBDownBound, err = parseDuration("SECKILL_STREAM_DB_DOWN", *vals["SECKILL_STREAM_DB_DOWN"], time.Second)
+	if c.stream.DBDownBound, err = parseDuration("SECKILL_STREAM_DB_DOWN", *vals["SECKILL_STREAM_DB_DOWN"], time.Second); err != nil {
+		return err
+	}
+	c.stream.Retention, err = parseDuration("SECKILL_STREAM_RETENTION", *vals["SECKILL_STREAM_RETENTION"], time.Minute)
 	return err
 }
 

@@ -101,7 +101,7 @@ func TestAsyncInstanceKilled(t *testing.T) {
 	require.Len(t, accepted.orders, killStock, "stock for half the users: the sale sold out")
 
 	rdb := rs.Client()
-	statuses := async.NewStatuses(rdb)
+	statuses := async.NewStatuses(rdb, nil)
 	require.Eventually(t, func() bool {
 		n, err := statuses.Backlog(ctx, vid)
 		return err == nil && n == 0

@@ -29,7 +29,9 @@ var errDrift = errors.New("reconcile: the books disagree")
 // one named) and fails when Redis stock + pending + database orders is not the initial stock.
 // The dead letters whose unit Redis kept are shown, not added: each already brought the two
 // sides together by a unit (see async.Book.Kept), so a voucher with kept units and no drift
-// passes, with a note that says what they were.
+// passes, with a note that says what they were. A voucher retired from Redis (its sale over
+// for SECKILL_STREAM_RETENTION) is checked the same way, from the stock its sale hash kept,
+// with its kept units counted in the database, and marked "(retired)".
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var fs *flag.FlagSet // the parsed set: its Args are the voucher id
 	cfg, err := parseConfig("reconcile", args, getenv, stderr, func(set *flag.FlagSet) {
@@ -98,6 +100,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 			verdict = "DRIFT"
 			drifted++
 		}
+		if b.Retired {
+			verdict += " (retired)"
+		}
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%+d\t%s\t\n", id, b.Initial, b.RedisStock, b.Pending, b.Orders, b.DBStock, b.Kept, b.Drift(), verdict)
 		notes = append(notes, bookNotes(b)...)
 	}
@@ -118,6 +123,9 @@ func bookNotes(b async.Book) []string {
 	var notes []string
 	dead := "seckill:{voucher:" + strconv.FormatInt(b.VoucherID, 10) + "}:dead"
 	switch d := b.Drift(); {
+	case d != 0 && b.Retired:
+		notes = append(notes, fmt.Sprintf("voucher %d: retired from Redis with a drift of %+d: its sale is over, so nothing more is "+
+			"admitted against it; the books disagreed when it ended (the database's stock changed, or an order written, behind Redis)", b.VoucherID, d))
 	case d > 0:
 		notes = append(notes, fmt.Sprintf("voucher %d: Redis counts %d unit(s) the database lacks (its stock was cut, or an order written, "+
 			"behind Redis): each admits an order the database refuses, dead-lettered with its unit kept, until the drift is 0; "+
@@ -126,10 +134,15 @@ func bookNotes(b async.Book) []string {
 		notes = append(notes, fmt.Sprintf("voucher %d: %d unit(s) lost: the database has them and Redis will not sell them "+
 			"(the database's stock was raised behind Redis?); reload the voucher (docs/async.md, Changing a voucher's stock)", b.VoucherID, -d))
 	}
+	where := "XRANGE " + dead + " - +"
+	if b.Retired {
+		// Its dead letters left Redis with its other keys; the database has them.
+		where = fmt.Sprintf("SELECT * FROM async_failed_orders WHERE voucher_id = %d AND unit = 'kept'", b.VoucherID)
+	}
 	if b.Kept > 0 {
 		notes = append(notes, fmt.Sprintf("voucher %d: %d kept: dead letters of orders the database's stock was short of, each "+
 			"taking off a unit Redis had counted and the database never had (drift %+d before them); they are not lost "+
-			"units, and the orders are in XRANGE %s - +", b.VoucherID, b.Kept, b.Drift()+b.Kept, dead))
+			"units, and the orders are in %s", b.VoucherID, b.Kept, b.Drift()+b.Kept, where))
 	}
 	return notes
 }

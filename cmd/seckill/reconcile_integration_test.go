@@ -46,7 +46,7 @@ func TestReconcileShowsKeptUnits(t *testing.T) {
 	store := async.NewStore(db)
 	loader := async.NewLoader(rdb, store, log)
 	svc := async.NewService(rdb, idgen.New(rdb, "order"), loader, async.NewMetrics(prometheus.NewRegistry()), log, cfg)
-	statuses := async.NewStatuses(rdb)
+	statuses := async.NewStatuses(rdb, store)
 	sale := func(buyers int64) int64 {
 		v, err := voucher.NewService(voucher.NewStore(db.DB)).Create(ctx, voucher.Voucher{Title: "t", Stock: 3,
 			BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)})
@@ -96,6 +96,28 @@ func TestReconcileShowsKeptUnits(t *testing.T) {
 	_, row = reconcileRow(t, out.String(), a)
 	assert.Equal(t, "ok", row[len(row)-1], "\n%s", &out)
 	t.Logf("reconcile:\n%s", &out)
+
+	// Both sales over for longer than the retention: a writer retires them from Redis. The
+	// books read the same, the kept unit counted where the dead letters went.
+	wcfg.Now = func() time.Time { return time.Now().Add(3 * time.Hour) }
+	wcfg.Consumer = "later"
+	w = async.NewWriter(rdb, store, async.NewMetrics(prometheus.NewRegistry()), log, wcfg)
+	w.Start()
+	require.Eventually(t, func() bool {
+		ba, err1 := async.Reconcile(ctx, rdb, store, a)
+		bb, err2 := async.Reconcile(ctx, rdb, store, b)
+		return err1 == nil && err2 == nil && ba.Retired && bb.Retired
+	}, time.Minute, 20*time.Millisecond, "both sales retired")
+	require.NoError(t, w.Stop(stopCtx))
+	out.Reset()
+	err = run(ctx, []string{"seckill", "reconcile"}, getenv, &out, io.Discard)
+	require.ErrorIs(t, err, errDrift, "B's books still drift:\n%s", &out)
+	_, row = reconcileRow(t, out.String(), a)
+	assert.Equal(t, []string{strconv.FormatInt(a, 10), "3", "0", "0", "3", "0", "1", "+0", "ok", "(retired)"}, row, "\n%s", &out)
+	assert.Contains(t, out.String(), "FROM async_failed_orders WHERE voucher_id = "+strconv.FormatInt(a, 10), "names where the kept orders are")
+	_, row = reconcileRow(t, out.String(), b)
+	assert.Equal(t, []string{strconv.FormatInt(b, 10), "3", "2", "0", "2", "1", "0", "+1", "DRIFT", "(retired)"}, row, "\n%s", &out)
+	t.Logf("reconcile after the retirement:\n%s", &out)
 }
 
 // reconcileRow returns reconcile's header line and the fields of voucherID's row.

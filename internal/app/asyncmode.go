@@ -68,7 +68,7 @@ func newAsync(ctx context.Context, log *slog.Logger, cfg Config, db *database.DB
 		Service:  async.NewService(rdb, ids, loader, metrics, log, acfg),
 		Writer:   async.NewWriter(rdb, st, metrics, log, acfg),
 		Loader:   loader,
-		Statuses: async.NewStatuses(rdb),
+		Statuses: async.NewStatuses(rdb, st),
 		Store:    st,
 	}
 	a.Writer.Start()

@@ -24,16 +24,16 @@ func TestNewRefusesASchemaBehindTheMigrations(t *testing.T) {
 	t.Cleanup(st.Close)
 	db, err := st.OpenDB(ctx, database.Pool{MaxOpen: 1})
 	require.NoError(t, err)
-	// The latest migration (00006) undone, as a database migrated by the previous release is.
-	require.NoError(t, db.Exec("ALTER TABLE distributed_locks DROP COLUMN attempt").Error)
-	require.NoError(t, db.Exec("DELETE FROM goose_db_version WHERE version_id = 6").Error)
+	// The latest migration (00007) undone, as a database migrated by the previous release is.
+	require.NoError(t, db.Exec("DROP TABLE async_failed_orders").Error)
+	require.NoError(t, db.Exec("DELETE FROM goose_db_version WHERE version_id = 7").Error)
 	require.NoError(t, db.Close())
 
 	inst, err := app.New(ctx, discard, app.Config{Lock: "redis"}, st)
 	if err == nil {
 		_ = inst.Close()
 	}
-	require.Error(t, err, "an instance started on a schema at version 5 of 6")
+	require.Error(t, err, "an instance started on a schema at version 6 of 7")
 	assert.ErrorContains(t, err, "seckill migrate")
-	assert.ErrorContains(t, err, "version 5")
+	assert.ErrorContains(t, err, "version 6")
 }

@@ -6,6 +6,9 @@
 // Every Redis key of a voucher carries the hash tag {voucher:ID}, so its scripts run on Redis
 // Cluster: the sale hash (stock and window), the users hash (user → order id), the orders hash
 // (order id → pending or failed), the stream, the dead-letter stream and the attempts hash.
+// Once a sale has been over for Config.Retention with no order left in its stream, a writer
+// retires it: its dead letters are copied to the database, which then answers its failed
+// orders, and its keys but the sale hash are deleted (scripts/lua/async_retire.lua).
 package async
 
 import (
@@ -21,8 +24,10 @@ var errNotLoaded = errors.New("async: voucher not loaded into redis")
 // the books of Redis and the database disagree, and the batch is retried one order at a time.
 var ErrStockShort = errors.New("async: database stock short of the batch")
 
-// registryKey is the set of voucher ids loaded into Redis: the streams the writers read. It is
-// the one key outside a voucher's hash slot, and no script touches it.
+// registryKey is the set of voucher ids loaded into Redis and not retired: the streams the
+// writers read and the orders hashes a status lookup asks. A voucher leaves it when a writer
+// retires it (Config.Retention), so it holds the recent sales, not every sale ever. It is the
+// one key outside a voucher's hash slot, and no script touches it.
 const registryKey = "seckill:async:vouchers"
 
 // keys are the Redis keys of one voucher, all in its hash slot.

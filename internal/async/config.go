@@ -17,6 +17,7 @@ const (
 	DefaultMaxAttempts = 5
 	DefaultDBDownBound = 10 * time.Second
 	DefaultTimeout     = 2 * time.Second
+	DefaultRetention   = time.Hour
 )
 
 // MaxBatch bounds Config.Batch. A batch is one INSERT of six arguments per order and one read
@@ -62,7 +63,15 @@ type Config struct {
 	// (each until Timeout) instead of every request that arrives meanwhile. Zero takes
 	// DefaultMaxInflight.
 	MaxInflight int
-	// Now is the clock of the sale window; nil means time.Now.
+	// Retention is how long after a sale's end a voucher's Redis keys are kept: its users,
+	// statuses, dead letters and consumer group. Past it, once no order of the voucher is left
+	// in its stream, a writer copies its dead letters to the database (async_failed_orders),
+	// deletes those keys and takes the voucher out of the registry, so that a status lookup and
+	// the writers' discovery ask Redis about the vouchers of recent sales only, not of every
+	// sale ever. The sale hash stays, marked retired. Zero takes DefaultRetention; it is never
+	// shorter than a minute, the time a finished voucher's stream is still read.
+	Retention time.Duration
+	// Now is the clock of the sale window and of the retention; nil means time.Now.
 	Now func() time.Time
 }
 
@@ -103,6 +112,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = DefaultMaxInflight
 	}
+	if c.Retention <= 0 {
+		c.Retention = DefaultRetention
+	}
+	c.Retention = max(c.Retention, finishedAfter)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

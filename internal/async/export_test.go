@@ -1,6 +1,11 @@
 package async
 
-import dto "github.com/prometheus/client_model/go"
+import (
+	"context"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+)
 
 // SetBeforeAck makes w run f after each commit and before its acknowledgement; f returning
 // false abandons the batch there, as a writer that crashed would. Call it before Start.
@@ -33,3 +38,27 @@ func HeldOf(w *Writer, voucherID int64) Held { return w.held(keysOf(voucherID)) 
 
 // AttemptsOf is the key of voucherID's count of refused attempts per entry.
 func AttemptsOf(voucherID int64) string { return keysOf(voucherID).attempts }
+
+// SetBeforeRetire makes w run f after a retirement copied the voucher's dead letters to the
+// database and before its script. Call it before Start.
+func SetBeforeRetire(w *Writer, f func(voucherID int64)) { w.beforeRetire = f }
+
+// Retire runs one retirement of voucherID by w, as discovery does for a finished voucher past
+// the retention, and reports whether it retired it.
+func Retire(ctx context.Context, w *Writer, voucherID int64) (bool, error) {
+	return w.retire(ctx, voucherID)
+}
+
+// Discover runs one discovery of w: loops for the vouchers to read, retirement for the old.
+func Discover(w *Writer) { w.discover() }
+
+// Registered reports whether voucherID is in the registry the writers and lookups read.
+func Registered(ctx context.Context, rdb redis.UniversalClient, voucherID int64) (bool, error) {
+	return rdb.SIsMember(ctx, registryKey, voucherID).Result()
+}
+
+// AllKeysOf is every Redis key of voucherID, the sale hash first.
+func AllKeysOf(voucherID int64) []string {
+	k := keysOf(voucherID)
+	return []string{k.sale, k.users, k.orders, k.stream, k.dead, k.attempts}
+}

@@ -209,11 +209,21 @@ func TestRedisCluster(t *testing.T) {
 	require.NoError(t, f.loader.Load(ctx, vid))
 	require.NoError(t, f.db.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?)",
 		1, 9, vid, time.Now().UTC(), time.Now().UTC()).Error)
-	_, err = f.svc.Place(ctx, 9, vid)
+	failed, err := f.svc.Place(ctx, 9, vid)
 	require.NoError(t, err)
-	_, _, _, _, dead := async.KeysOf(vid)
+	_, _, _, stream, dead := async.KeysOf(vid)
 	f.eventually("dead-lettered on the cluster", func() bool { n, err := rdb.XLen(ctx, dead).Result(); return err == nil && n == 1 })
 	assert.Equal(t, int64(3), f.book(vid).RedisStock)
+
+	// The retirement script on the cluster, once the sale is over for the retention.
+	f.eventually("the stream empty", func() bool { n, err := rdb.XLen(ctx, stream).Result(); return err == nil && n == 0 })
+	f.cfg.Now = func() time.Time { return time.Now().Add(pastRetention) }
+	retired, err := async.Retire(ctx, f.idleWriter(), vid)
+	require.NoError(t, err)
+	require.True(t, retired, "retired on the cluster")
+	p, ok, err := f.statuses.Lookup(ctx, failed)
+	require.NoError(t, err)
+	assert.True(t, ok && p.Failed && p.UserID == 9, "the failed order answered after the retirement: %+v", p)
 }
 
 // clusterPorts are three free ports, from SECKILL_TEST_REDIS_CLUSTER_PORTS (default

@@ -65,7 +65,7 @@ func newFixture(t *testing.T, s store, cfg async.Config) *fixture {
 	}
 	return &fixture{t: t, rdb: s.rdb, db: s.db, store: st, loader: loader, cfg: cfg,
 		svc:      async.NewService(s.rdb, idgen.New(s.rdb, "order"), loader, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg),
-		statuses: async.NewStatuses(s.rdb)}
+		statuses: async.NewStatuses(s.rdb, st)}
 }
 
 // voucher creates a seckill voucher on sale now with stock.

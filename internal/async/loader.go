@@ -162,12 +162,14 @@ func (l *Loader) LoadOnSale(ctx context.Context, now time.Time) error {
 }
 
 // redisBooks is a voucher's books in Redis: its stock (loaded false when the sale hash is
-// missing), the orders in its stream, and the length of its dead-letter stream at that moment.
+// missing), the orders in its stream, the length of its dead-letter stream at that moment, and
+// whether its keys were retired (async_retire.lua).
 type redisBooks struct {
-	loaded bool
-	stock  int64
-	stream []Entry
-	dead   int64
+	loaded  bool
+	stock   int64
+	stream  []Entry
+	dead    int64
+	retired bool
 }
 
 // readRedisBooks reads the sale hash's stock, the stream's entries and the dead-letter
@@ -178,8 +180,8 @@ func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64) (r
 	if err != nil {
 		return redisBooks{}, fmt.Errorf("read books: %w", err)
 	}
-	if len(res) < 2 {
-		return redisBooks{}, fmt.Errorf("read books: script returned %d values, want at least 2", len(res))
+	if len(res) < 3 {
+		return redisBooks{}, fmt.Errorf("read books: script returned %d values, want at least 3", len(res))
 	}
 	var b redisBooks
 	if res[0] != nil {
@@ -190,7 +192,8 @@ func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64) (r
 		b.loaded = true
 	}
 	b.dead, _ = res[1].(int64)
-	for i := 2; i+3 < len(res); i += 4 {
+	b.retired = res[2] != nil
+	for i := 3; i+3 < len(res); i += 4 {
 		var n [3]int64
 		for j := range n {
 			s, _ := res[i+j].(string)

@@ -22,19 +22,31 @@ type PendingOrder struct {
 }
 
 // Statuses answers for the orders that are not rows in the database: it is the asynchronous
-// mode's side of order lookup (GET /api/orders/{id}). An order stays in the orders hash until
-// the writer's acknowledgement, which follows the commit, so a reader that asks Statuses first
-// and the database second never falls between the two.
+// mode's side of order lookup (GET /api/orders/{id}). An order stays in its voucher's orders
+// hash until the writer's acknowledgement, which follows the commit, so a reader that asks
+// Statuses first and the database second never falls between the two. A failed order is also
+// in the database's async_failed_orders, where it outlives the Redis copy.
 type Statuses struct {
-	rdb redis.UniversalClient
+	rdb   redis.UniversalClient
+	store *Store
 }
 
-// NewStatuses returns the pending and failed orders of rdb.
-func NewStatuses(rdb redis.UniversalClient) *Statuses { return &Statuses{rdb: rdb} }
+// NewStatuses returns the pending and failed orders of rdb and, unless store is nil, the
+// failed orders store keeps once Redis no longer does.
+func NewStatuses(rdb redis.UniversalClient, store *Store) *Statuses {
+	return &Statuses{rdb: rdb, store: store}
+}
 
-// Lookup returns orderID as Redis knows it and true, or false when Redis knows nothing of it
-// (never admitted, or written: ask the database). It looks in the orders hash of every loaded
-// voucher, in one pipeline.
+// Lookup returns orderID as Redis or the failed orders know it and true, or false when neither
+// knows it (never admitted, or written: ask the database). It asks the orders hash of each
+// registered voucher, in one pipeline, then async_failed_orders: one SMEMBERS, one pipeline of
+// the vouchers of recent sales (a voucher leaves the registry when it is retired, Config.Retention
+// after its sale) and one indexed read, however many sales there were before.
+//
+// Redis comes first: a retirement writes a voucher's failed orders to the database before it
+// deletes their Redis copies, so a lookup that reads Redis before the deletion finds the status
+// there, and one that reads it after finds it in the database. Read the other way round, a
+// lookup could miss the database's copy (not yet written) and then Redis's (deleted).
 func (s *Statuses) Lookup(ctx context.Context, orderID int64) (PendingOrder, bool, error) {
 	ids, err := s.rdb.SMembers(ctx, registryKey).Result()
 	if err != nil {
@@ -43,15 +55,17 @@ func (s *Statuses) Lookup(ctx context.Context, orderID int64) (PendingOrder, boo
 	field := strconv.FormatInt(orderID, 10)
 	cmds := make([]*redis.StringCmd, len(ids))
 	vouchers := make([]int64, len(ids))
-	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			vouchers[i], _ = strconv.ParseInt(id, 10, 64)
-			cmds[i] = p.HGet(ctx, keysOf(vouchers[i]).orders, field)
+	if len(ids) > 0 {
+		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range ids {
+				vouchers[i], _ = strconv.ParseInt(id, 10, 64)
+				cmds[i] = p.HGet(ctx, keysOf(vouchers[i]).orders, field)
+			}
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
 		}
-		return nil
-	})
-	if err != nil && err != redis.Nil {
-		return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
 	}
 	for i, c := range cmds {
 		v, err := c.Result()
@@ -68,7 +82,14 @@ func (s *Statuses) Lookup(ctx context.Context, orderID int64) (PendingOrder, boo
 		o.ID, o.VoucherID = orderID, vouchers[i]
 		return o, true, nil
 	}
-	return PendingOrder{}, false, nil
+	if s.store == nil {
+		return PendingOrder{}, false, nil
+	}
+	f, ok, err := s.store.Failed(ctx, orderID)
+	if err != nil || !ok {
+		return PendingOrder{}, false, err
+	}
+	return PendingOrder{ID: orderID, UserID: f.UserID, VoucherID: f.VoucherID, Failed: true, Reason: f.Reason, CreatedAt: f.At}, true, nil
 }
 
 // OrderOf returns the id of userID's order of voucherID that Redis holds (pending or

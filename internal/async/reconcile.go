@@ -29,8 +29,12 @@ type Book struct {
 	// database's stock was short of. Each took off one unit that Redis counted and the
 	// database never had, so it is not in the sum of Drift: it says how far the books were
 	// apart before those dead letters brought them together. Zero after a Redis that
-	// restarted empty, which lost its dead letters.
+	// restarted empty, which lost its dead letters. Of a Retired voucher, counted in the
+	// database's async_failed_orders, where its dead letters were copied.
 	Kept int64
+	// Retired is true when the voucher's keys were retired (Config.Retention): Redis keeps
+	// its sale hash only, with the stock it ended with, and no order of it is pending.
+	Retired bool
 }
 
 // Drift is RedisStock + Pending + Orders − Initial: zero when the books agree; below zero
@@ -69,7 +73,15 @@ func Reconcile(ctx context.Context, rdb booksReader, store *Store, voucherID int
 			book.Pending++
 		}
 	}
-	if book.Kept, err = countKept(ctx, rdb, keysOf(voucherID).dead, rb.dead); err != nil {
+	book.Retired = rb.retired
+	if rb.retired {
+		// Nothing is dead-lettered after the retirement (its stream was empty, and its sale
+		// over): the database's copy is all of them.
+		book.Kept, err = store.KeptOf(ctx, voucherID)
+	} else {
+		book.Kept, err = countKept(ctx, rdb, keysOf(voucherID).dead, rb.dead)
+	}
+	if err != nil {
 		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
 	return book, nil

@@ -371,7 +371,7 @@ func TestCrashBeforeCommit(t *testing.T) {
 			admitted := f.place(vid, 1, 4)
 			_, _, _, stream, _ := async.KeysOf(vid)
 			f.crashed(vid, 4)
-			statuses := async.NewStatuses(f.rdb)
+			statuses := async.NewStatuses(f.rdb, f.store)
 			backlog, err := statuses.Backlog(ctx, vid)
 			require.NoError(t, err)
 			assert.Equal(t, int64(4), backlog, "read but not written: still in the backlog")

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/voucher"
+	"github.com/seckill/seckill/migrations"
 )
 
 // Entry is one admitted order as the stream carries it.
@@ -46,11 +47,12 @@ const takeVoucherRow = "UPDATE seckill_vouchers SET stock = stock WHERE voucher_
 
 // Store writes admitted orders to the database and reads the books a reload starts from.
 type Store struct {
-	db *gorm.DB
+	db      *gorm.DB
+	dialect migrations.Dialect
 }
 
 // NewStore returns the asynchronous mode's store over db.
-func NewStore(db *database.DB) *Store { return &Store{db: db.DB} }
+func NewStore(db *database.DB) *Store { return &Store{db: db.DB, dialect: db.Dialect} }
 
 // ErrEntriesGone is Write's error when the held check found entries of the batch no longer
 // in their stream: Redis lost them (it restarted empty) or another consumer settled them.

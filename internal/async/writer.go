@@ -59,6 +59,11 @@ type Writer struct {
 	// dbDownSince is when the writer last found the database unreachable after it had
 	// been reachable (UnixNano), 0 while it is reachable.
 	dbDownSince atomic.Int64
+	// retiring is set while a round of retirement runs (startRetiring).
+	retiring atomic.Bool
+	// beforeRetire, in tests, runs after a retirement copied the dead letters and before
+	// its script.
+	beforeRetire func(voucherID int64)
 	// beforeAck, in tests, runs after a batch's commit and before its acknowledgement;
 	// returning false abandons the batch there, as a writer that crashed would.
 	beforeAck func(voucherID int64, es []Entry) bool
@@ -137,7 +142,12 @@ func (w *Writer) dbUp() { w.dbDownSince.Store(0) }
 
 func (w *Writer) dbDown() { w.dbDownSince.CompareAndSwap(0, time.Now().UnixNano()) }
 
-// discover starts a loop for every loaded voucher that has none.
+// discover starts a loop for every loaded voucher that has none and whose sale is not
+// finished, and hands the finished vouchers past Config.Retention to retire. Its Redis work is
+// one SMEMBERS and one pipeline, whatever the number of vouchers: the registry holds the
+// vouchers of recent sales only (the retired ones left it), and their states are read in one
+// round trip, so that the loop neither runs out of its timeout nor starts loops for old
+// vouchers as the vouchers grow.
 func (w *Writer) discover() {
 	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
 	defer cancel()
@@ -149,10 +159,33 @@ func (w *Writer) discover() {
 		return
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	idle := make([]int64, 0, len(ids))
 	for _, s := range ids {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || w.running[id] || w.ctx.Err() != nil || w.finished(ctx, id) {
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil && !w.running[id] {
+			idle = append(idle, id)
+		}
+	}
+	w.mu.Unlock()
+	states, err := w.states(ctx, idle)
+	if err != nil {
+		if w.ctx.Err() == nil {
+			w.log.Warn("writer: read the vouchers' states", "err", err)
+		}
+		return
+	}
+	now := w.cfg.Now()
+	var old []int64
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, id := range idle {
+		st := states[i]
+		if w.running[id] || w.ctx.Err() != nil {
+			continue
+		}
+		if st.finished(now) {
+			if st.retirable(now, w.cfg.Retention) {
+				old = append(old, id)
+			}
 			continue
 		}
 		w.running[id] = true
@@ -162,6 +195,58 @@ func (w *Writer) discover() {
 			w.loop(id)
 		}()
 	}
+	w.startRetiring(old)
+}
+
+// voucherState is what discover reads of a voucher: its sale's end and its stream's length.
+type voucherState struct {
+	end     time.Time
+	hasEnd  bool // false: no sale hash (a load may be under way)
+	backlog int64
+}
+
+// finished reports whether the sale ended over finishedAfter ago and the stream holds
+// nothing: its loop may end (an entry that still comes, which nothing admits after the end,
+// starts it again at the next discovery).
+func (s voucherState) finished(now time.Time) bool {
+	return s.hasEnd && now.Sub(s.end) >= finishedAfter && s.backlog == 0
+}
+
+// retirable reports whether a finished voucher's keys have outlived retention.
+func (s voucherState) retirable(now time.Time, retention time.Duration) bool {
+	return s.finished(now) && now.Sub(s.end) >= retention
+}
+
+// states reads the state of each of ids in one pipeline.
+func (w *Writer) states(ctx context.Context, ids []int64) ([]voucherState, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	ends := make([]*redis.StringCmd, len(ids))
+	lens := make([]*redis.IntCmd, len(ids))
+	_, err := w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			k := keysOf(id)
+			ends[i] = p.HGet(ctx, k.sale, "end")
+			lens[i] = p.XLen(ctx, k.stream)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]voucherState, len(ids))
+	for i := range ids {
+		if end, err := ends[i].Int64(); err == nil {
+			out[i].end, out[i].hasEnd = time.UnixMilli(end), true
+		}
+		n, err := lens[i].Result()
+		if err != nil {
+			return nil, err
+		}
+		out[i].backlog = n
+	}
+	return out, nil
 }
 
 // refresh sets the gauges and checks the database when no batch did lately.
@@ -296,19 +381,12 @@ func (w *Writer) loop(voucherID int64) {
 // per voucher ever sold would hold a connection each in its blocking read.
 const finishedAfter = time.Minute
 
-// finished reports whether voucherID's sale ended over finishedAfter ago and its stream
-// holds nothing: its loop may end (an entry that still comes, which nothing admits after the
-// end, starts it again at the next discovery).
+// finished is voucherState.finished of voucherID, read now.
 func (w *Writer) finished(ctx context.Context, voucherID int64) bool {
-	k := keysOf(voucherID)
 	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
-	end, err := w.rdb.HGet(ctx, k.sale, "end").Int64()
-	if err != nil || time.Since(time.UnixMilli(end)) < finishedAfter {
-		return false
-	}
-	n, err := w.rdb.XLen(ctx, k.stream).Result()
-	return err == nil && n == 0
+	st, err := w.states(ctx, []int64{voucherID})
+	return err == nil && st[0].finished(w.cfg.Now())
 }
 
 // sleep waits d or until Stop.
@@ -609,10 +687,24 @@ func (w *Writer) deadLetter(ctx context.Context, k keys, e Entry, reason, unit s
 		return
 	}
 	// 0: the entry is no longer this consumer's; else what became of the order's unit.
-	if became, ok := res.(string); ok {
-		w.metrics.deadLettered.Inc()
-		w.log.Error("writer: order dead-lettered, its user released", "order_id", e.OrderID,
-			"user_id", e.UserID, "voucher_id", e.VoucherID, "reason", reason, "unit", became)
+	became, ok := res.(string)
+	if !ok {
+		return
+	}
+	w.metrics.deadLettered.Inc()
+	w.log.Error("writer: order dead-lettered, its user released", "order_id", e.OrderID,
+		"user_id", e.UserID, "voucher_id", e.VoucherID, "reason", reason, "unit", became)
+	if e.OrderID == 0 {
+		return
+	}
+	// The failed status in the database outlives Redis's copy (a Redis that restarted empty,
+	// a voucher retired). Not recorded (the database refused or is down): the retirement
+	// copies it from the dead letter before the Redis copy goes.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
+	defer cancel()
+	if err := w.store.RecordFailed(rctx, []FailedOrder{{OrderID: e.OrderID, UserID: e.UserID, VoucherID: e.VoucherID,
+		Reason: reason, Unit: became, At: e.At}}); err != nil {
+		w.log.Warn("writer: record a dead-lettered order in the database; its retirement records it", "order_id", e.OrderID, "err", err)
 	}
 }
 

@@ -80,7 +80,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// The writers first: the database is read once every accepted order is written.
 		rdb := redis.NewClient(&redis.Options{Addr: av.redisAddr})
 		defer rdb.Close()
-		av.statuses = async.NewStatuses(rdb)
+		av.statuses = async.NewStatuses(rdb, nil)
 		av.rdb = rdb
 		if err := av.drain(ctx, stdout, summary.Vouchers); err != nil {
 			return err

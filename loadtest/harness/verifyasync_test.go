@@ -25,7 +25,7 @@ func TestDrain(t *testing.T) {
 	ctx := context.Background()
 	embedded := testenv.EmbeddedRedis(t)
 	rdb := embedded.Client
-	a := asyncVerify{rdb: rdb, statuses: async.NewStatuses(rdb), drainTimeout: 300 * time.Millisecond}
+	a := asyncVerify{rdb: rdb, statuses: async.NewStatuses(rdb, nil), drainTimeout: 300 * time.Millisecond}
 	vouchers := []k6Voucher{{Scenario: "sellout", ID: 7, Stock: 10}}
 
 	var out bytes.Buffer
@@ -47,7 +47,7 @@ func TestDrain(t *testing.T) {
 	stalled := redis.NewClient(&redis.Options{Addr: embedded.Mini.Addr()})
 	defer stalled.Close()
 	stalled.AddHook(stallAfter{n: new(atomic.Int64), after: 1})
-	s := asyncVerify{rdb: stalled, statuses: async.NewStatuses(stalled), drainTimeout: 300 * time.Millisecond}
+	s := asyncVerify{rdb: stalled, statuses: async.NewStatuses(stalled, nil), drainTimeout: 300 * time.Millisecond}
 	err = s.drain(ctx, &out, vouchers)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "did not drain within 300ms: 1 orders still in the streams")

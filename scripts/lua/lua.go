@@ -102,3 +102,9 @@ var AsyncHeld string
 //
 //go:embed async_books.lua
 var AsyncBooks string
+
+// AsyncRetire is async_retire.lua: delete the Redis keys of a voucher whose sale is over and
+// whose stream is empty, keeping its sale hash marked retired.
+//
+//go:embed async_retire.lua
+var AsyncRetire string
