@@ -192,6 +192,28 @@ func TestDiscoveryRoundTripsDoNotGrow(t *testing.T) {
 	})
 }
 
+// TestDiscoveryReadsPastARefusedKey: one voucher whose stream key Redis refuses to read as a
+// stream (a key of another type) leaves that voucher's state unknown, and the discovery still
+// starts the loops of the others.
+func TestDiscoveryReadsPastARefusedKey(t *testing.T) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		ctx := context.Background()
+		broken, on := f.voucher(1), f.voucher(1)
+		require.NoError(t, f.loader.Load(ctx, broken))
+		require.NoError(t, f.loader.Load(ctx, on))
+		_, _, _, stream, _ := async.KeysOf(broken)
+		require.NoError(t, f.rdb.Set(ctx, stream, "not a stream", 0).Err())
+		w := f.idleWriter()
+		t.Cleanup(func() { stopped(t, w) })
+		async.Discover(w)
+		_, _, _, onStream, _ := async.KeysOf(on)
+		f.eventually("the loop of the voucher on sale started (it creates the group)", func() bool {
+			groups, err := f.rdb.XInfoGroups(ctx, onStream).Result()
+			return err == nil && len(groups) == 1
+		})
+	})
+}
+
 // TestRetiredVoucherAnswersFailedOrders: once a voucher is retired, its Redis keys but the
 // sale hash are gone, and a failed order of it is still answered failed, from the database,
 // also when the record written at its dead letter is missing (the retirement copies the dead

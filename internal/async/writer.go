@@ -232,19 +232,25 @@ func (w *Writer) states(ctx context.Context, ids []int64) ([]voucherState, error
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	var reply redis.Error
+	if err != nil && !errors.Is(err, redis.Nil) && !errors.As(err, &reply) {
+		// Redis did not answer: nothing is known, and a voucher taken for unfinished here
+		// would get a loop.
 		return nil, err
 	}
+	// A command that Redis refused (a key of another type, say) leaves its voucher's state
+	// unknown, which is not finished: its loop runs, as it would for a voucher on sale, and
+	// the other vouchers are read.
 	out := make([]voucherState, len(ids))
 	for i := range ids {
 		if end, err := ends[i].Int64(); err == nil {
 			out[i].end, out[i].hasEnd = time.UnixMilli(end), true
 		}
-		n, err := lens[i].Result()
-		if err != nil {
-			return nil, err
+		if n, err := lens[i].Result(); err == nil {
+			out[i].backlog = n
+		} else {
+			out[i].backlog = -1
 		}
-		out[i].backlog = n
 	}
 	return out, nil
 }
