@@ -133,7 +133,8 @@ func parseStatus(v string) (PendingOrder, error) {
 }
 
 // DeadLettered returns how many orders of voucherID were dead-lettered (its dead-letter
-// stream's length).
+// stream's length): none once the voucher was retired, whose dead letters are then rows of
+// async_failed_orders.
 func (s *Statuses) DeadLettered(ctx context.Context, voucherID int64) (int64, error) {
 	n, err := s.rdb.XLen(ctx, keysOf(voucherID).dead).Result()
 	if err != nil {
