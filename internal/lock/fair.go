@@ -145,13 +145,12 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			return 0, nil
 		},
 	}
-	if l.c.holds.get(l.key, me) == nil {
-		// Not a re-entry: a place in the queue or a hold of me in Redis after a failed
-		// attempt is that attempt's. Leave the queue, and pass on a hold to the next waiter.
-		k.lost = func(ctx context.Context) {
-			if v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me, 0).Int64(); err == nil && v != 0 {
-				l.releaseLost(ctx, me)
-			}
+	// After a failed attempt leave the queue it may have joined, and give back the hold it may
+	// have made (a grant, a handover to its place, or a re-entry): see releaseLost.
+	made := l.holdCount(me) + 1
+	k.lost = func(ctx context.Context) {
+		if v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me, 0).Int64(); err == nil && v != 0 {
+			l.releaseLost(ctx, me, made)
 		}
 	}
 	n, err := l.c.acquire(ctx, wait, k)

@@ -39,10 +39,29 @@ func (loseNextScriptReply) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 	return next
 }
 
+// dropNextScript fails the next script the client would send once armed, without sending
+// it: the attempt never reached Redis.
+type dropNextScript struct{ armed *atomic.Bool }
+
+func (dropNextScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h dropNextScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if (cmd.Name() != "evalsha" && cmd.Name() != "eval") || !h.armed.CompareAndSwap(true, false) {
+			return next(ctx, cmd)
+		}
+		cmd.SetErr(errScriptReplyLost)
+		return errScriptReplyLost
+	}
+}
+
+func (dropNextScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestLostAcquireReplyReleased: the reply to a first acquisition is lost after the script
 // took the lock. TryLock returns the error, and gives up the hold it cannot know it has, so
 // that another process takes the lock at once instead of after the lease (a minute here).
-// A re-entry whose reply is lost gives up nothing: the earlier hold stays.
 func TestLostAcquireReplyReleased(t *testing.T) {
 	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
 		ctx := testCtx(t)
@@ -64,20 +83,62 @@ func TestLostAcquireReplyReleased(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok, "another process takes the lock at once: the lost grant was released")
 		require.NoError(t, lb.Unlock(ctx))
+	})
+}
 
+// TestLostReentryGivesBackOnlyItsOwn: a holder tries the lock again (a re-entry), through the
+// same lock or a second one of the name, and the attempt fails: its script ran and its reply
+// was lost, or it never reached Redis. The cleanup gives back exactly the hold that attempt
+// made: the hold from before stays (another process is refused), and the holder's one Unlock
+// frees the lock (another process takes it at once, not after the lease).
+func TestLostReentryGivesBackOnlyItsOwn(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
 		if k.name == "localremote" {
-			return // a re-entry of a LocalRemoteLock never asks Redis
+			t.Skip("a re-entry of a LocalRemoteLock never asks Redis")
 		}
-		la := k.make(pa, name)
-		ok, err = la.TryLockWait(ctx, 0, time.Minute)
-		require.NoError(t, err)
-		require.True(t, ok)
-		armed.Store(true)
-		_, err = la.TryLockWait(ctx, 0, time.Minute)
-		require.ErrorIs(t, err, os.ErrDeadlineExceeded)
-		ok, err = lb.TryLockWait(ctx, 0, time.Minute)
-		require.NoError(t, err)
-		assert.False(t, ok, "the hold before the lost re-entry is kept")
+		ctx := testCtx(t)
+		var lose, drop atomic.Bool
+		lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+		lossy.AddHook(loseNextScriptReply{&lose})
+		lossy.AddHook(dropNextScript{&drop})
+		a := NewClient(lossy, Options{})
+		t.Cleanup(func() { _ = a.Close(); _ = lossy.Close() })
+		pa, b := proc{c: a, r: NewRegistry(a)}, newProc(t, srv, Options{})
+		for _, c := range []struct {
+			name   string
+			armed  *atomic.Bool
+			second bool // through a second lock of the name, not the holder's
+		}{
+			{"reply lost", &lose, false},
+			{"reply lost, second lock", &lose, true},
+			{"never ran", &drop, false},
+			{"never ran, second lock", &drop, true},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				name := testenv.Unique("lostreentry-")
+				la, lb := k.make(pa, name), k.make(b, name)
+				ok, err := la.TryLockWait(ctx, 0, time.Minute)
+				require.NoError(t, err)
+				require.True(t, ok)
+				again := la
+				if c.second {
+					again = k.make(pa, name)
+				}
+				c.armed.Store(true)
+				_, err = again.TryLockWait(ctx, 0, time.Minute)
+				require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+				require.False(t, c.armed.Load(), "the attempt failed")
+
+				ok, err = lb.TryLockWait(ctx, 0, time.Minute)
+				require.NoError(t, err)
+				assert.False(t, ok, "the hold before the failed re-entry is kept")
+				require.NoError(t, la.Unlock(ctx))
+				ok, err = lb.TryLockWait(ctx, 0, time.Minute)
+				require.NoError(t, err)
+				require.True(t, ok, "the holder's one Unlock frees the lock: the failed re-entry left no hold behind")
+				require.NoError(t, lb.Unlock(ctx))
+			})
+		}
 	})
 }
 

@@ -80,10 +80,8 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 			return n, ttl, err
 		},
 	}
-	if l.c.holds.get(l.key, me) == nil {
-		// Not a re-entry: any hold of me in Redis after a failed attempt is that attempt's.
-		k.lost = func(ctx context.Context) { l.releaseLost(ctx, me) }
-	}
+	made := l.holdCount(me) + 1 // the hold count a successful attempt makes
+	k.lost = func(ctx context.Context) { l.releaseLost(ctx, me, made) }
 	n, err := l.c.acquire(ctx, wait, k)
 	if err != nil || n == 0 {
 		return false, err
@@ -159,6 +157,10 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 		case v == 0:
 			l.c.holds.finish(l.key, me, false)
 			l.c.sub.wakeLocal(channel, "", sent)
+		default:
+			if h := l.c.holds.get(l.key, me); h != nil {
+				h.count = v
+			}
 		}
 	default:
 		return fmt.Errorf("unlock %s: unexpected reply %v", l.key, v)
@@ -166,13 +168,28 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// releaseLost gives up the hold that owner me, holding nothing in this process, may have
-// been granted by an attempt whose answer was lost: the unlock script deletes it if it is
-// there (a FairLock's hands it to the next waiter), and waiters of this process are woken as
-// by Unlock. Errors are dropped: the lease ends such a hold anyway.
-func (l *hashLock) releaseLost(ctx context.Context, me string) {
+// holdCount returns owner me's hold count as this Client recorded it: 0 when it holds nothing.
+func (l *hashLock) holdCount(me string) int64 {
+	if h := l.c.holds.get(l.key, me); h != nil {
+		return h.count
+	}
+	return 0
+}
+
+// releaseLost gives back the hold that an attempt of owner me may have made although its
+// answer was lost (or never came): made is the hold count that attempt made, and the unlock
+// script gives back one hold only when me's count is exactly made. A first grant is deleted
+// (a FairLock's is handed to the next waiter) and waiters of this process are woken as by
+// Unlock; a re-entry's extra hold is taken off, so the holder's last Unlock still frees the
+// lock. A hold from before the attempt is never touched: an attempt that did not run left
+// the count below made. Errors are dropped: the lease ends such a hold anyway.
+//
+// Redis cannot tell which attempt made a hold (the hash counts holds, it does not name
+// them), but the count tells it: only me's goroutine changes me's count, and it is here,
+// waiting for this attempt.
+func (l *hashLock) releaseLost(ctx context.Context, me string, made int64) {
 	sent := time.Now()
-	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.processArg, fenceTTLArg).Result()
+	v, err := l.unlockScript.Run(ctx, l.c.rdb, l.keys, me, l.c.processArg, fenceTTLArg, made).Result()
 	if err != nil {
 		return
 	}
@@ -203,14 +220,18 @@ func (l *hashLock) held(holder string, n, token int64, t holdTerms, first time.D
 	if n > 1 {
 		// A re-entry lengthens the lease in Redis, never shortens it (see the lock scripts):
 		// a fixed lease's timer moves only later.
-		if h := l.c.holds.get(l.key, holder); h != nil && h.timer != nil && !t.watchdog {
-			if expires.After(h.expires) {
-				h.leaseTimer(time.Until(expires))
-			}
+		h := l.c.holds.get(l.key, holder)
+		if h == nil {
+			return
+		}
+		h.count = n
+		if h.timer != nil && !t.watchdog && expires.After(h.expires) {
+			h.leaseTimer(time.Until(expires))
 		}
 		return
 	}
 	h := l.c.holds.begin(l.key, holder, token)
+	h.count = 1
 	if !t.watchdog {
 		h.leaseTimer(time.Until(expires))
 		return

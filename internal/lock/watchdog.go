@@ -21,6 +21,10 @@ type hold struct {
 	timer    *time.Timer   // fixed lease: fires when the lease has run out
 	expires  time.Time     // fixed lease: when timer fires; set by the holder's goroutine
 	token    int64         // the grant's fencing token
+	// count is the owner's hold count in Redis as its last acquisition or release answered
+	// (ReentrantLock, FairLock). Only the owner's goroutine reads or writes it: nobody else
+	// changes that owner's count.
+	count int64
 }
 
 func newHold() *hold {

@@ -5,6 +5,10 @@
 -- ARGV[1]     owner (process id .. "-" .. goroutine id)
 -- ARGV[2]     process id of the caller
 -- ARGV[3]     how long the grant counter outlives a grant (a handover), in milliseconds
+-- ARGV[4]     absent for an Unlock; for the cleanup after an attempt that failed (its reply
+--             lost), the hold count that attempt made: one hold is given back only when the
+--             caller's count is exactly that (else the count is returned), as in
+--             reentrant_unlock.lua
 -- Returns -1 when the caller does not hold the lock, the remaining hold count (>= 1), or 0
 -- when it was released to nobody. On release the first waiter whose deadline has not passed
 -- becomes the holder (hold count 1, its own lease) and its owner .. "/" .. its ticket .. "#"
@@ -31,6 +35,9 @@ end
 local n = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
 if not n then
   return -1
+end
+if ARGV[4] and n ~= tonumber(ARGV[4]) then
+  return n
 end
 if n > 1 then
   return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
