@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,6 +58,37 @@ func (h dropNextScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (dropNextScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// loseNextSetReply runs the next SET that Redis runs once armed, alone (SimpleRedisOptions.NoTokens)
+// or in the SimpleRedisLock's MULTI/EXEC, then reports a read timeout instead of its reply.
+type loseNextSetReply struct{ armed *atomic.Bool }
+
+func (loseNextSetReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h loseNextSetReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil || cmd.Name() != "set" || !h.armed.CompareAndSwap(true, false) {
+			return err
+		}
+		cmd.SetErr(errScriptReplyLost)
+		return errScriptReplyLost
+	}
+}
+
+func (h loseNextSetReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if err != nil || !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Name() == "set" }) ||
+			!h.armed.CompareAndSwap(true, false) {
+			return err
+		}
+		for _, c := range cmds {
+			c.SetErr(errScriptReplyLost)
+		}
+		return errScriptReplyLost
+	}
 }
 
 // TestLostAcquireReplyReleased: the reply to a first acquisition is lost after the script
@@ -140,6 +172,67 @@ func TestLostReentryGivesBackOnlyItsOwn(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestSimpleRedisLockLostReplyKeepsAnEarlierHold: a goroutine that holds a SimpleRedisLock
+// tries the name again (a mistake: the lock is not reentrant), through the same lock or a
+// second one, and that SET's reply is lost. The SET found the key and did nothing; the
+// cleanup must not delete the hold from before, or another owner takes the lock while its
+// holder works. Once the holder has unlocked, a lost reply is cleaned up again.
+func TestSimpleRedisLockLostReplyKeepsAnEarlierHold(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		for _, c := range []struct {
+			name   string
+			second bool
+			opts   *SimpleRedisOptions // nil: NewSimpleRedisLock, else a lock of SimpleRedisLocks
+		}{
+			{"same lock", false, nil},
+			{"second lock", true, nil},
+			{"SimpleRedisLocks, second lock", true, &SimpleRedisOptions{}},
+			{"SimpleRedisLocks NoTokens, second lock", true, &SimpleRedisOptions{NoTokens: true}},
+		} {
+			t.Run(srv.Name+"/"+c.name, func(t *testing.T) {
+				ctx := testCtx(t)
+				var armed atomic.Bool
+				lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+				lossy.AddHook(loseNextSetReply{&armed})
+				t.Cleanup(func() { _ = lossy.Close() })
+				process, name := NewProcessID(), testenv.Unique("lostsimple-")
+				mk := func() Lock { return NewSimpleRedisLock(lossy, process, name) }
+				if c.opts != nil {
+					ls := NewSimpleRedisLocks(lossy, process, *c.opts)
+					mk = func() Lock { return ls.New(name) }
+				}
+				first := mk()
+				other := NewSimpleRedisLock(srv.Client, NewProcessID(), name)
+				ok, err := first.TryLock(ctx, time.Minute)
+				require.NoError(t, err)
+				require.True(t, ok)
+				again := first
+				if c.second {
+					again = mk()
+				}
+
+				armed.Store(true)
+				_, err = again.TryLock(ctx, time.Minute)
+				require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+				require.False(t, armed.Load(), "the SET ran and its reply was lost")
+				ok, err = other.TryLock(ctx, time.Minute)
+				require.NoError(t, err)
+				assert.False(t, ok, "another owner is refused: the hold from before the lost SET is kept")
+				require.NoError(t, first.Unlock(ctx), "the holder still holds the lock")
+
+				armed.Store(true)
+				_, err = again.TryLock(ctx, time.Minute)
+				require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+				require.False(t, armed.Load())
+				ok, err = other.TryLock(ctx, time.Minute)
+				require.NoError(t, err)
+				require.True(t, ok, "after the Unlock, the lock a lost SET took is deleted at once")
+				require.NoError(t, other.Unlock(ctx))
+			})
+		}
+	}
 }
 
 // TestLateRenewalNeverShortensTheLease: a LocalRemoteLock holder's watchdog (a short lease)

@@ -124,7 +124,12 @@ const cleanupTimeout = 500 * time.Millisecond
 // taken the lock, with nobody to release it before ttl. So TryLock then deletes the key if,
 // and only if, it holds the owner value it sent (unlock.lua), on a context of its own
 // bounded by cleanupTimeout, and returns the SET's error: a lost reply does not strand the
-// user's lock for a whole ttl. That cleanup is best effort: if Redis runs the SET only after
+// user's lock for a whole ttl. It deletes nothing when the calling goroutine held the key
+// before the attempt, through this lock or any other SimpleRedisLock of the process (the
+// lock is not reentrant; code that takes it twice meets this): the SET NX found the key and
+// did nothing, and the key is the earlier hold, whose holder is still at work. The process
+// keeps the record of its goroutines' holds for that, from a grant until its Unlock is
+// answered or its ttl has passed. That cleanup is best effort: if Redis runs the SET only after
 // it (a server frozen with both queued), the lock lives out its ttl. A lock made by
 // SimpleRedisLocks.New also retries a cleanup that failed, in the background until it is
 // answered or ttl has passed, and until then its TryLock returns ErrStrayPending to the same
@@ -141,6 +146,9 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 	sent := l.clock()
 	took, token, err := l.set(ctx, value, ttl)
 	if err != nil {
+		if simpleHolds.holds(l.key, value, l.clock()) {
+			return false, fmt.Errorf("lock %s: %w", l.key, err)
+		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
 		if cerr := unlockScript.Run(cctx, l.client, []string{l.key}, value).Err(); cerr != nil && l.strays != nil {
@@ -153,6 +161,7 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 	}
 	l.expires = sent.Add(ttl)
 	l.token.Store(token)
+	simpleHolds.add(l.key, value, l.expires, sent)
 	return true, nil
 }
 
@@ -203,6 +212,7 @@ func (l *SimpleRedisLock) Unlock(ctx context.Context) error {
 		}
 		return fmt.Errorf("unlock %s: %w", l.key, err)
 	}
+	simpleHolds.drop(l.key, value) // no longer held, whether it was before
 	if n == 0 {
 		return fmt.Errorf("unlock %s: %w", l.key, ErrNotHeld)
 	}
