@@ -44,10 +44,11 @@ type RedisClient interface {
 // value; failed attempts increment the counter too, which leaves gaps and changes nothing.
 // A grant whose INCR found the counter gone (it answers below fenceFloor) takes its token
 // from fence_reseed.lua instead, one more round trip, which starts the counter again at
-// Redis's clock. (Not a Lua script every time: the embedded Redis, miniredis, builds a Lua VM
-// for every EVAL, which made each embedded TryLock several times slower.) Like MySQLLock,
-// take one SimpleRedisLock per holder (New is cheap): Token reports the grant this value made
-// last.
+// Redis's clock; a grant whose lease ran out before that round trip (an instance starved for
+// longer than the lease) takes the lock again there if nobody took it meanwhile. (Not a Lua
+// script every time: the embedded Redis, miniredis, builds a Lua VM for every EVAL, which made
+// each embedded TryLock several times slower.) Like MySQLLock, take one SimpleRedisLock per
+// holder (New is cheap): Token reports the grant this value made last.
 type SimpleRedisLock struct {
 	client  RedisClient
 	key     string
@@ -190,11 +191,13 @@ func (l *SimpleRedisLock) set(ctx context.Context, value string, ttl time.Durati
 	}
 	// The counter was gone: this grant's INCR started it at 1, below the tokens it had handed
 	// out. Take the token from a counter started again at Redis's clock.
-	token, err := fenceReseedScript.Run(ctx, l.client, []string{l.key, l.counter}, value, fenceTTLArg).Int64()
+	// A lease that ran out before the script is taken again there, with a whole lease from
+	// then: TryLock's expiry, counted from before the MULTI, still ends first.
+	token, err := fenceReseedScript.Run(ctx, l.client, []string{l.key, l.counter}, value, fenceTTLArg, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return false, 0, fmt.Errorf("reseed %s: %w", l.counter, err)
 	}
-	return token > 0, token, nil // 0: the lease ran out before the reseed
+	return token > 0, token, nil // 0: the lease ran out and another owner took the lock
 }
 
 // Unlock deletes the key only if it still holds this goroutine's owner value. It returns

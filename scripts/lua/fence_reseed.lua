@@ -8,8 +8,16 @@
 -- KEYS[2]  the name's grant counter
 -- ARGV[1]  the owner value the grant set in KEYS[1]
 -- ARGV[2]  how long the grant counter outlives a grant, in milliseconds
--- Returns the grant's token, or 0 when KEYS[1] no longer holds ARGV[1] (the lease ran out).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- ARGV[3]  the grant's lease, in milliseconds
+-- Returns the grant's token, or 0 when another owner holds KEYS[1] (the grant's lease ran out
+-- before this script and another owner took the lock).
+local holder = redis.call('GET', KEYS[1])
+if holder == false then
+  -- The lease ran out before this script (the caller was starved between its round trips
+  -- for longer than the lease): nobody holds the lock, so take it again, with a whole lease.
+  -- Answering 0 would tell the caller that another owner holds it.
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+elseif holder ~= ARGV[1] then
   return 0
 end
 local t = redis.call('TIME')
