@@ -144,8 +144,7 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 	if l.strays != nil && l.strays.holds(l.key, value) {
 		return false, fmt.Errorf("lock %s: %w", l.key, ErrStrayPending)
 	}
-	sent := l.clock()
-	took, token, err := l.set(ctx, value, ttl)
+	took, token, sent, err := l.set(ctx, value, ttl)
 	if err != nil {
 		if simpleHolds.holds(l.key, value, l.clock()) {
 			return false, fmt.Errorf("lock %s: %w", l.key, err)
@@ -167,11 +166,14 @@ func (l *SimpleRedisLock) TryLock(ctx context.Context, ttl time.Duration) (bool,
 }
 
 // set runs the SET NX PX of TryLock, in one MULTI/EXEC with the grant counter's INCR unless
-// noTokens, and reports whether it took the key and the counter's new value.
-func (l *SimpleRedisLock) set(ctx context.Context, value string, ttl time.Duration) (bool, int64, error) {
+// noTokens, and reports whether it took the key, the counter's new value, and when it sent the
+// last command that may have set the key's lease (on the process's clock; the reseed script
+// sets it when the lease ran out before it): TryLock counts the hold's expiry from then.
+func (l *SimpleRedisLock) set(ctx context.Context, value string, ttl time.Duration) (bool, int64, time.Time, error) {
+	sent := l.clock()
 	if l.noTokens {
 		took, err := l.client.SetNX(ctx, l.key, value, ttl).Result()
-		return took, 0, err
+		return took, 0, sent, err
 	}
 	var set *redis.BoolCmd
 	var incr *redis.IntCmd
@@ -187,17 +189,18 @@ func (l *SimpleRedisLock) set(ctx context.Context, value string, ttl time.Durati
 		err = incr.Err()
 	}
 	if err != nil || !set.Val() || !l.reseed || incr.Val() >= fenceFloor {
-		return set.Val(), incr.Val(), err
+		return set.Val(), incr.Val(), sent, err
 	}
 	// The counter was gone: this grant's INCR started it at 1, below the tokens it had handed
 	// out. Take the token from a counter started again at Redis's clock.
 	// A lease that ran out before the script is taken again there, with a whole lease from
-	// then: TryLock's expiry, counted from before the MULTI, still ends first.
+	// then: the hold's expiry counts from this send.
+	sent = l.clock()
 	token, err := fenceReseedScript.Run(ctx, l.client, []string{l.key, l.counter}, value, fenceTTLArg, ttl.Milliseconds()).Int64()
 	if err != nil {
-		return false, 0, fmt.Errorf("reseed %s: %w", l.counter, err)
+		return false, 0, sent, fmt.Errorf("reseed %s: %w", l.counter, err)
 	}
-	return token > 0, token, nil // 0: the lease ran out and another owner took the lock
+	return token > 0, token, sent, nil // 0: the lease ran out and another owner took the lock
 }
 
 // Unlock deletes the key only if it still holds this goroutine's owner value. It returns

@@ -41,7 +41,8 @@ func (h afterNextTx) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // Redis fast-forwarded meanwhile), TryLock reported false, nil, "another owner holds it",
 // although nobody did: the service answered a user's very first order order_in_progress.
 // Nobody holds it, so the script takes the lock again with a whole lease and the grant
-// stands; only another owner's hold, taken after the lease ran out, makes it fail.
+// stands, its expiry counted from then; only another owner's hold, taken after the lease ran
+// out, makes it fail.
 func TestSimpleGrantOutlivesALateReseed(t *testing.T) {
 	const lease = time.Minute
 	for _, srv := range testenv.RedisServers(t) {
@@ -59,7 +60,9 @@ func TestSimpleGrantOutlivesALateReseed(t *testing.T) {
 				key := keyPrefix + name
 				t.Cleanup(func() { s.Client.Del(context.Background(), key, fenceKey(key)) })
 				var armed atomic.Bool
+				var lapsed time.Time // before the reseed script, which takes the lock again, ran
 				lapse := func() {
+					lapsed = time.Now()
 					if s.Mini != nil {
 						s.Mini.FastForward(lease)
 					} else {
@@ -89,6 +92,9 @@ func TestSimpleGrantOutlivesALateReseed(t *testing.T) {
 				ttl := s.Client.PTTL(ctx, key).Val()
 				assert.Greater(t, ttl, time.Duration(0), "the lock lives on a lease of its own")
 				assert.LessOrEqual(t, ttl, lease)
+				// The bound a failed Unlock's background retries keep to: not before the lease
+				// taken again ends, else the owner's next TryLock finds its own key busy.
+				assert.False(t, l.expires.Before(lapsed.Add(lease)), "the hold's expiry counts from the lease taken again")
 				other := NewSimpleRedisLocks(s.Client, NewProcessID(), SimpleRedisOptions{}).New(name)
 				ok, err = other.TryLock(ctx, lease)
 				require.NoError(t, err)
