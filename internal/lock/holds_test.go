@@ -69,18 +69,54 @@ func fairHandoverToken(t *testing.T, srv testenv.Redis, sameProcess bool) {
 	require.Greater(t, r.token, first, "the handed-over holder's token")
 }
 
+// partitionReadTimeout is go-redis's default ReadTimeout: across a real partition, a command
+// whose context has no deadline (the subscriber's reconnect, say) fails after it.
+const partitionReadTimeout = 3 * time.Second
+
+// errPartitioned is the error of a command that partitionReadTimeout ended.
+var errPartitioned = errors.New("partitioned: i/o timeout")
+
 // partitionHook makes every command of one client wait for its context to end while cut is
-// set: the client can no longer reach Redis, others still can (a network partition).
+// set, or for partitionReadTimeout, as a real partition's read timeout would end it: the
+// client can no longer reach Redis, others still can (a network partition). Without that
+// bound, a command on a context without a deadline waited for ever, holding the go-redis
+// PubSub's mutex, and the client's Close waited on it until the test binary timed out.
 func partitionHook(cut *atomic.Bool) hook {
 	return func(next redis.ProcessHook) redis.ProcessHook {
 		return func(ctx context.Context, cmd redis.Cmder) error {
 			if cut.Load() {
-				<-ctx.Done()
-				cmd.SetErr(ctx.Err())
-				return ctx.Err()
+				t := time.NewTimer(partitionReadTimeout)
+				defer t.Stop()
+				err := errPartitioned
+				select {
+				case <-ctx.Done():
+					err = ctx.Err()
+				case <-t.C:
+				}
+				cmd.SetErr(err)
+				return err
 			}
 			return next(ctx, cmd)
 		}
+	}
+}
+
+// TestPartitionHookEndsUnboundedCommands: a command on a context without a deadline, cut off
+// by partitionHook, fails after partitionReadTimeout instead of hanging.
+func TestPartitionHookEndsUnboundedCommands(t *testing.T) {
+	var cut atomic.Bool
+	cut.Store(true)
+	process := partitionHook(&cut)(func(context.Context, redis.Cmder) error {
+		t.Error("a cut-off command reached Redis")
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- process(context.Background(), redis.NewStatusCmd(context.Background(), "ping")) }()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, errPartitioned)
+	case <-time.After(3 * partitionReadTimeout):
+		t.Fatal("a cut-off command on a context without a deadline never returned")
 	}
 }
 
