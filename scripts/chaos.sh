@@ -37,6 +37,9 @@
 #                          short: 0.50, a tripwire: docs/chaos.md, "Short version")
 #   CHAOS_SHED_P99         overload: the p99 the 503 overloaded answers must stay within
 #                          (default 50ms, the goal; short: 400ms, a tripwire, same section)
+#   CHAOS_LIGHT_P99        overload: the floor of the light load's p99 from 1 s after, which
+#                          must stay within max(2 × its p99 before, this) (default 20ms; short:
+#                          250ms, a tripwire, same section)
 #   CHAOS_SENTINEL_PORTS   the Sentinel group: primary, replica, three sentinels
 #                          (default "27201 27202 27211 27212 27213")
 set -euo pipefail
@@ -68,11 +71,13 @@ if [[ $SHORT == 1 ]]; then
 	OUTAGE=${CHAOS_OUTAGE:-6}
 	GOODPUT=${CHAOS_GOODPUT:-0.50}
 	SHED_P99=${CHAOS_SHED_P99:-400ms}
+	LIGHT_P99=${CHAOS_LIGHT_P99:-250ms}
 	EXPERIMENTS=${CHAOS_EXPERIMENTS:-overload kill-instance redis-kill mariadb-freeze redis-latency}
 else
 	OUTAGE=${CHAOS_OUTAGE:-10}
 	GOODPUT=${CHAOS_GOODPUT:-0.90}
 	SHED_P99=${CHAOS_SHED_P99:-50ms}
+	LIGHT_P99=${CHAOS_LIGHT_P99:-20ms}
 	EXPERIMENTS=${CHAOS_EXPERIMENTS:-overload kill-instance redis-kill mariadb-kill mariadb-freeze redis-latency sentinel}
 fi
 
@@ -268,7 +273,7 @@ exp_overload() {
 	log "overload: capacity again, closed loop, 64 users at a time for ${cap_dur}s"
 	load capacity-after -mode closed -workers 64 -duration "${cap_dur}s" -retry=false
 	wait_load capacity-after
-	NGINX_LOG=$RUN/overload/nginx-access.log check overload -capacity-dir "$RUN/capacity,$RUN/capacity-after" -goodput "$GOODPUT" -overload-p99 "$SHED_P99"
+	NGINX_LOG=$RUN/overload/nginx-access.log check overload -capacity-dir "$RUN/capacity,$RUN/capacity-after" -goodput "$GOODPUT" -overload-p99 "$SHED_P99" -light-p99-floor "$LIGHT_P99"
 }
 
 exp_kill_instance() {

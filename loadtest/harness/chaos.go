@@ -33,7 +33,7 @@ func (c *chaosCheck) figure(format string, a ...any) { fmt.Fprintf(c.w, "  "+for
 
 type chaosFlags struct {
 	experiment, dir, capacityDir, events, dsn, instancesFile, nginxLog, nginxErrorLog, instanceLogs string
-	bound, recovery, overloadP99                                                                    time.Duration
+	bound, recovery, overloadP99, lightP99Floor                                                     time.Duration
 	goroutines                                                                                      float64
 	rateFactor, goodput                                                                             float64
 }
@@ -54,6 +54,7 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.DurationVar(&f.bound, "bound", 3*time.Second, "a store that is down or frozen is answered 503 within this")
 	fs.DurationVar(&f.recovery, "recovery", time.Second, "the first order after a store is back succeeds within this")
 	fs.DurationVar(&f.overloadP99, "overload-p99", 50*time.Millisecond, "p99 latency of the 503 overloaded answers")
+	fs.DurationVar(&f.lightP99Floor, "light-p99-floor", 20*time.Millisecond, "overload: the light load from 1 s after may reach a p99 of 2 × its p99 before, or this when that is less")
 	fs.Float64Var(&f.goroutines, "goroutines", 500, "bound of go_goroutines of each instance during a fault")
 	fs.Float64Var(&f.rateFactor, "rate-factor", 3, "capacity: the open-loop rate written to rate.txt is this × capacity")
 	fs.Float64Var(&f.goodput, "goodput", 0.9, "overload: orders/s must be at least this × capacity")
@@ -440,10 +441,10 @@ func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
 		}
 	}
 	slices.Sort(tail)
-	normal := max(2*pct(head, 0.99), 20*time.Millisecond)
+	normal := max(2*pct(head, 0.99), f.lightP99Floor)
 	c.figure("normal latency (light load before): 201 p50 %s p99 %s", ms(pct(head, 0.5)), ms(pct(head, 0.99)))
 	c.threshold("light load from 1 s after: answers other than 201", "0", fmt.Sprintf("%d of %d", tailOther, len(tail)), len(tail) > 0 && tailOther == 0)
-	c.threshold("light load from 1 s after: p99 (2 × normal p99, >= 20 ms)", "<= "+ms(normal), ms(pct(tail, 0.99)), len(tail) > 0 && pct(tail, 0.99) <= normal)
+	c.threshold("light load from 1 s after: p99 (2 × normal p99, >= "+ms(f.lightP99Floor)+")", "<= "+ms(normal), ms(pct(tail, 0.99)), len(tail) > 0 && pct(tail, 0.99) <= normal)
 	return nil
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +164,60 @@ func TestWriteLogsKnownOrders(t *testing.T) {
 	assert.Equal(t, map[string]int64{"11": 1, "21": 2, "22": 2, "31": 3, "61": 6}, got)
 	_, unnamed := knownOrders(d.attempts)
 	assert.Equal(t, []int64{5}, unnamed, "users whose order is looked up by (user, voucher)")
+}
+
+// TestOverloadLightLoadFloor: the light load after an overload is judged against
+// max(2 × its p99 before, -light-p99-floor). The short run's floor lets one stall of a few
+// hundred milliseconds on shared cores through, which queueing (answers in seconds) is not.
+func TestOverloadLightLoadFloor(t *testing.T) {
+	capDir := t.TempDir()
+	t0 := time.Unix(1000, 0)
+	var capCSV strings.Builder
+	for i := range 100 {
+		s := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		fmt.Fprintf(&capCSV, "%d,%d,main,%d,1,201,created,%d\n", s.UnixNano(), s.Add(5*time.Millisecond).UnixNano(), i+1, i+1)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(capDir, "requests.csv"), []byte(capCSV.String()), 0o644))
+	at := func(phase string, start time.Time, lat time.Duration, user int64, code string) attempt {
+		status := 201
+		if code != codeCreated {
+			status = 503
+		}
+		return attempt{Start: start, End: start.Add(lat), Phase: phase, User: user, N: 1, Status: status, Code: code}
+	}
+	var as []attempt
+	user := int64(1000)
+	for i := range 60 { // the light load before: p99 10 ms
+		user++
+		as = append(as, at(phaseHead, t0.Add(time.Duration(i)*50*time.Millisecond), 10*time.Millisecond, user, codeCreated))
+	}
+	main := t0.Add(3 * time.Second)
+	for i := range 100 {
+		user++
+		code := codeCreated
+		if i%2 == 1 {
+			code = "overloaded"
+		}
+		as = append(as, at(phaseMain, main.Add(time.Duration(i)*10*time.Millisecond), 5*time.Millisecond, user, code))
+	}
+	tail := main.Add(2 * time.Second)
+	for i := range 80 { // the light load after: one stall of 150 ms
+		user++
+		lat := 8 * time.Millisecond
+		if i == 40 {
+			lat = 150 * time.Millisecond
+		}
+		as = append(as, at(phaseTail, tail.Add(time.Duration(i)*50*time.Millisecond), lat, user, codeCreated))
+	}
+	const name = "light load from 1 s after: p99"
+	for _, tc := range []struct {
+		floor time.Duration
+		fails bool
+	}{{20 * time.Millisecond, true}, {250 * time.Millisecond, false}} {
+		c := &chaosCheck{w: io.Discard}
+		f := chaosFlags{capacityDir: capDir, goodput: 0.1, overloadP99: time.Second, lightP99Floor: tc.floor}
+		require.NoError(t, checkOverload(c, f, as))
+		failed := slices.ContainsFunc(c.failed, func(s string) bool { return strings.HasPrefix(s, name) })
+		assert.Equal(t, tc.fails, failed, "floor %s: failed %v", tc.floor, c.failed)
+	}
 }
