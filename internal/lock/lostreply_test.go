@@ -42,22 +42,16 @@ func (loseNextScriptReply) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 
 // dropNextScript fails the next script the client would send once armed, without sending
 // it: the attempt never reached Redis.
-type dropNextScript struct{ armed *atomic.Bool }
-
-func (dropNextScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h dropNextScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if (cmd.Name() != "evalsha" && cmd.Name() != "eval") || !h.armed.CompareAndSwap(true, false) {
-			return next(ctx, cmd)
+func dropNextScript(armed *atomic.Bool) hook {
+	return func(next redis.ProcessHook) redis.ProcessHook {
+		return func(ctx context.Context, cmd redis.Cmder) error {
+			if (cmd.Name() != "evalsha" && cmd.Name() != "eval") || !armed.CompareAndSwap(true, false) {
+				return next(ctx, cmd)
+			}
+			cmd.SetErr(errScriptReplyLost)
+			return errScriptReplyLost
 		}
-		cmd.SetErr(errScriptReplyLost)
-		return errScriptReplyLost
 	}
-}
-
-func (dropNextScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }
 
 // loseNextSetReply runs the next SET that Redis runs once armed, alone (SimpleRedisOptions.NoTokens)
@@ -132,7 +126,7 @@ func TestLostReentryGivesBackOnlyItsOwn(t *testing.T) {
 		var lose, drop atomic.Bool
 		lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
 		lossy.AddHook(loseNextScriptReply{&lose})
-		lossy.AddHook(dropNextScript{&drop})
+		lossy.AddHook(dropNextScript(&drop))
 		a := NewClient(lossy, Options{})
 		t.Cleanup(func() { _ = a.Close(); _ = lossy.Close() })
 		pa, b := proc{c: a, r: NewRegistry(a)}, newProc(t, srv, Options{})
