@@ -167,6 +167,31 @@ func TestErrorContract(t *testing.T) {
 	}
 }
 
+// TestUserIDSentTwice: X-User-ID sent more than once, even with one value twice, is refused
+// with 400 invalid_argument before any service: the first line is not taken (gin's GetHeader
+// would take it, while nginx from 1.23 would pass the lines joined, and a proxy might check
+// the last), so that the user is never read one way through nginx and another directly.
+func TestUserIDSentTwice(t *testing.T) {
+	for _, values := range [][]string{{"1", "2"}, {"42", "42"}, {"", "42"}, {"42", ""}} {
+		for _, target := range []string{"POST /api/vouchers/1/orders", "GET /api/orders/1"} {
+			t.Run(target+" "+strings.Join(values, ","), func(t *testing.T) {
+				os := &fakeOrders{id: 1}
+				h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
+				method, path, _ := strings.Cut(target, " ")
+				req := httptest.NewRequest(method, path, nil)
+				for _, v := range values {
+					req.Header.Add(api.HeaderUserID, v)
+				}
+				w := serveRequest(t, h, req)
+				require.Equal(t, http.StatusBadRequest, w.Code, "status; body %s", w.Body)
+				requireErrorBody(t, w, api.CodeInvalidArgument)
+				assert.Contains(t, w.Body.String(), "sent once")
+				assert.Zero(t, len(os.calls)+len(os.got), "service calls")
+			})
+		}
+	}
+}
+
 // TestErrorMessages checks that the answer to a validation error carries the service's
 // reason, and that an infrastructure error is not shown to the client.
 func TestErrorMessages(t *testing.T) {

@@ -103,9 +103,15 @@ func toOrderResponse(o order.Summary) orderResponse {
 	}
 }
 
-// user reads the caller's id from X-User-ID, or answers 401 (missing) or 400 (not a positive
-// integer) and reports false.
+// user reads the caller's id from X-User-ID, or answers 401 (missing) or 400 (sent more than
+// once, or not a positive integer) and reports false. A header sent twice names no one: read
+// here as the first line (gin's GetHeader) and by a proxy as the last, or as both joined
+// (nginx from 1.23), it would be one user to the service and another to whatever checked it.
 func user(c *gin.Context) (int64, bool) {
+	if len(c.Request.Header.Values(HeaderUserID)) > 1 {
+		writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "header X-User-ID must be sent once")
+		return 0, false
+	}
 	raw := c.GetHeader(HeaderUserID)
 	if raw == "" {
 		writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "header X-User-ID is required")
