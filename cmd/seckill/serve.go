@@ -49,7 +49,10 @@ const (
 	// a failure after the request was sent, which nginx rightly does not retry (a 502).
 	idleTimeout = 2 * time.Minute
 	// maxHeaderBytes caps the request headers (net/http allows 4 KiB more before it answers
-	// 431); its default, 1 MiB, lets every connection cost a megabyte of memory.
+	// 431); its default, 1 MiB, lets every connection cost a megabyte of memory. That 431 is
+	// net/http's plain text, written before any handler, so not in the API's JSON: nginx
+	// (large_client_header_buffers, deploy/nginx) refuses headers over a smaller limit
+	// itself, in JSON, so that behind it this one is never reached.
 	maxHeaderBytes = 16 << 10
 )
 

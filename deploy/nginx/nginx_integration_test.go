@@ -137,6 +137,14 @@ func startNginx(t *testing.T, upstreams []string, edit func(conf string) string)
 // startNginxGate is startNginx with gate as order-gate.conf.
 func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(conf string) string) string {
 	t.Helper()
+	base, _ := startNginxPrefix(t, upstreams, gate, edit)
+	return base
+}
+
+// startNginxPrefix is startNginxGate that also returns nginx's prefix directory, where it
+// keeps its temporary files.
+func startNginxPrefix(t *testing.T, upstreams []string, gate string, edit func(conf string) string) (base, prefix string) {
+	t.Helper()
 	bin := nginxBin(t)
 	conf, err := os.ReadFile("nginx.conf")
 	require.NoError(t, err)
@@ -147,7 +155,6 @@ func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(con
 
 	listen := regexp.MustCompile(`(?m)^([ \t]*)listen 8080([ ;])`)
 	require.True(t, listen.Match(conf), "nginx.conf has no 'listen 8080' line")
-	var base string
 	// On a port loopback reserves, tried again elsewhere only when nginx found it taken.
 	err = loopback.Start(func(addr string) error {
 		dir := t.TempDir()
@@ -179,7 +186,7 @@ func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(con
 					t.Logf("nginx error log:\n%s", log)
 				}
 			})
-			base = "http://" + addr
+			base, prefix = "http://"+addr, dir
 			return nil
 		}
 		_ = cmd.Process.Kill()
@@ -192,7 +199,7 @@ func startNginxGate(t *testing.T, upstreams []string, gate string, edit func(con
 		return err
 	})
 	require.NoError(t, err)
-	return base
+	return base, prefix
 }
 
 // waitHealthy polls nginx's own health route until it answers, nginx exits, or 10 s pass.

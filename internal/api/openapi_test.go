@@ -12,6 +12,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,7 +228,8 @@ func TestContractCatchesDrift(t *testing.T) {
 }
 
 // TestContractListsEveryErrorCode: the document's error codes are exactly the constants
-// declared in errors.go, read from its source so that a new code cannot be forgotten.
+// declared in errors.go and the codes nginx answers itself (deploy/nginx/nginx.conf), read
+// from their sources so that a new code cannot be forgotten.
 func TestContractListsEveryErrorCode(t *testing.T) {
 	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
 	require.NoError(t, err)
@@ -247,13 +251,22 @@ func TestContractListsEveryErrorCode(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, codes, "no code constants in errors.go")
+	conf, err := os.ReadFile("../../deploy/nginx/nginx.conf")
+	require.NoError(t, err)
+	fromNginx := regexp.MustCompile(`"code":"([^"]+)"`).FindAllSubmatch(conf, -1)
+	require.NotEmpty(t, fromNginx, "no error bodies in nginx.conf")
+	for _, m := range fromNginx {
+		if !slices.Contains(codes, string(m[1])) {
+			codes = append(codes, string(m[1]))
+		}
+	}
 	c, err := loadContract()
 	require.NoError(t, err)
 	var listed []string
 	for _, v := range c.doc.Components.Schemas["ErrorDetail"].Value.Properties["code"].Value.Enum {
 		listed = append(listed, v.(string))
 	}
-	assert.ElementsMatch(t, codes, listed, "codes in errors.go vs ErrorDetail.code in docs/openapi.yaml")
+	assert.ElementsMatch(t, codes, listed, "codes in errors.go and nginx.conf vs ErrorDetail.code in docs/openapi.yaml")
 }
 
 // TestServesTheDocument: GET /api/openapi.yaml answers the document itself.

@@ -372,7 +372,7 @@ func (d *driver) order(ctx context.Context, vid int64, phase string, user int64,
 }
 
 // classifyAnswer names an answer: "created", the service's error code, or http_<status> for
-// an answer that is not the service's JSON (nginx's own 502 or 504 pages).
+// an answer that is not the service's JSON (a proxy's HTML page, or no body).
 func classifyAnswer(status int, body []byte) (code, orderID string) {
 	var v struct {
 		OrderID string `json:"orderId"`
