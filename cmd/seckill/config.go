@@ -185,8 +185,17 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if _, err := app.Fences(cfg.lock, cfg.fencing); err != nil {
 		return config{}, fmt.Errorf("SECKILL_FENCING=%q, SECKILL_LOCK=%q: %w", cfg.fencing, cfg.lock, err)
 	}
-	if _, err := cfg.appConfig().OrderConfig(); err != nil {
+	o, err := cfg.appConfig().OrderConfig()
+	if err != nil {
 		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING: %w", err)
+	}
+	if span := orderSpan(o); span > maxOrderSpan {
+		name := "SECKILL_LOCK_TTL"
+		if span != o.LockTTL {
+			name = "SECKILL_ORDER_TIMEOUT" // longer than the lease, as explicit fencing allows
+		}
+		return config{}, fmt.Errorf("%s=%q: at most %s: the HTTP server's write timeout and the shutdown grace are the longest an order may run + %s",
+			name, *vals[name], maxOrderSpan, writeTimeoutSlack)
 	}
 	if cfg.fenceRetention, err = parseDuration("SECKILL_FENCE_RETENTION", *vals["SECKILL_FENCE_RETENTION"], time.Minute); err != nil {
 		return config{}, err

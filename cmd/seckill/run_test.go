@@ -630,6 +630,15 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		{"redlock node listed twice", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"},
 			map[string]string{"SECKILL_REDLOCK_ADDRS": "127.0.0.1:7001,127.0.0.1:7002, 127.0.0.1:7001"},
 			`SECKILL_REDLOCK_ADDRS="127.0.0.1:7001,127.0.0.1:7002, 127.0.0.1:7001": node "127.0.0.1:7001" is listed twice`},
+		// The HTTP server's write timeout and the shutdown grace are the longest an order may
+		// run + 5 s: past Go's longest duration the sum wrapped negative, which net/http takes
+		// as no write timeout at all and graceFor as 15 s, cutting off orders still inside
+		// their deadline.
+		{"lock TTL whose write timeout overflows", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-lock-ttl", "2562047h47m12s"}, nil,
+			`SECKILL_LOCK_TTL="2562047h47m12s": at most 2562047h47m11.854775807s`},
+		{"order timeout whose write timeout overflows", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-fencing", "on",
+			"-order-timeout", "2562047h47m12s", "-fence-retention", "2562047h47m16s"}, nil,
+			`SECKILL_ORDER_TIMEOUT="2562047h47m12s": at most 2562047h47m11.854775807s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"time"
@@ -55,6 +56,12 @@ const (
 	// itself, in JSON, so that behind it this one is never reached.
 	maxHeaderBytes = 16 << 10
 )
+
+// maxOrderSpan is the longest an order may run (orderSpan) that the HTTP server's write
+// timeout and the shutdown grace, each that + writeTimeoutSlack, can hold: past it the sum
+// wraps around to a negative duration, which net/http takes as no write timeout at all and
+// graceFor as shutdownGrace, cutting off orders still inside their deadline.
+const maxOrderSpan = time.Duration(math.MaxInt64) - writeTimeoutSlack
 
 // newHTTPServer is the HTTP server of an instance, with the limits above; lockTTL is the
 // longest an order may run: the instance's SECKILL_LOCK_TTL, or its order deadline when
