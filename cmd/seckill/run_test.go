@@ -639,6 +639,11 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		{"order timeout whose write timeout overflows", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-fencing", "on",
 			"-order-timeout", "2562047h47m12s", "-fence-retention", "2562047h47m16s"}, nil,
 			`SECKILL_ORDER_TIMEOUT="2562047h47m12s": at most 2562047h47m11.854775807s`},
+		// Ten order deadlines past Go's longest duration wrapped around: a day's fence retention
+		// passed the check against a 300000 h deadline, and a fence row could go while an order
+		// that it fences was still running.
+		{"fence retention against ten order deadlines that overflow", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-fencing", "on",
+			"-order-timeout", "300000h"}, nil, "order deadlines of 300000h0m0s exceed the longest duration"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

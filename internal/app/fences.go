@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/seckill/seckill/internal/order"
@@ -38,6 +39,11 @@ func (c Config) EffectiveFenceRetention() (time.Duration, error) {
 	r := c.FenceRetention
 	if r == 0 {
 		r = DefaultFenceRetention
+	}
+	if orderTimeout > math.MaxInt64/fenceRetentionPerTimeout {
+		// Their product would wrap around, negative or short, and pass any retention.
+		return 0, fmt.Errorf("fence retention %s: %d order deadlines of %s exceed the longest duration (%s): no retention spans them",
+			r, fenceRetentionPerTimeout, orderTimeout, time.Duration(math.MaxInt64))
 	}
 	if floor := max(minFenceRetention, fenceRetentionPerTimeout*orderTimeout); r < floor {
 		return 0, fmt.Errorf("fence retention %s: must be at least %s (a minute, and %d order deadlines of %s)",
