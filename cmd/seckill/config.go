@@ -62,7 +62,7 @@ var settings = []envFlag{
 	{"SECKILL_ADMIN_TOKEN", "admin-token", "", "bearer token for POST /api/vouchers; empty disables it"},
 	{"SECKILL_LOCK", "lock", "redis", "per-user order guard: " + app.LockKindNames()},
 	{"SECKILL_LOCK_TTL", "lock-ttl", "10s", "expiry of the per-user order lock"},
-	{"SECKILL_ORDER_TIMEOUT", "order-timeout", "", "each order's deadline, shorter than the lock TTL, and each voucher request's; empty: 2s, or half the lock TTL if that is shorter"},
+	{"SECKILL_ORDER_TIMEOUT", "order-timeout", "", "each order's deadline, shorter than the lock TTL (with redlock, than its validity), and each voucher request's; empty: 2s, or half the lock TTL if that is shorter"},
 	{"SECKILL_MAX_INFLIGHT", "max-inflight", "0", "orders an instance works on at once, the rest answered 503 overloaded; 0: 2 per database connection (64), in async mode 1024 admissions"},
 	{"SECKILL_ORDER_DELAY", "order-delay", "0s", "simulated business processing inside the critical section"},
 	{"SECKILL_DATA_DIR", "data-dir", "", "directory of the embedded database; empty uses a new temporary directory"},
@@ -187,7 +187,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	o, err := cfg.appConfig().OrderConfig()
 	if err != nil {
-		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING: %w", err)
+		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING, SECKILL_LOCK: %w", err)
 	}
 	if span := orderSpan(o); span > maxOrderSpan {
 		name := "SECKILL_LOCK_TTL"

@@ -644,6 +644,14 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		// that it fences was still running.
 		{"fence retention against ten order deadlines that overflow", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-fencing", "on",
 			"-order-timeout", "300000h"}, nil, "order deadlines of 300000h0m0s exceed the longest duration"},
+		// A RedLock is valid for its lease less the drift allowance (1 % + 2 ms): a 2 ms lease
+		// leaves none, and every TryLock failed (every order 503) while /readyz said ready.
+		{"redlock lease within its drift allowance", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-lock", "redlock", "-lock-ttl", "2ms"}, nil,
+			"redlock lease of 2ms is valid for -20µs"},
+		// An order deadline between the validity and the lease let an order write after its
+		// RedLock had stopped being its own.
+		{"redlock order deadline past the lease's validity", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-lock", "redlock",
+			"-lock-ttl", "10s", "-order-timeout", "9950ms"}, nil, "order timeout 9.95s must be shorter than 9.898s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

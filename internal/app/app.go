@@ -218,7 +218,8 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 // OrderConfig is c.Order with fencing decided by c.Lock and c.Fencing (Fences), the token
 // source named after the lock, and validated. Fencing set on explicitly (FencingOn, not the
 // default) also lets an order's deadline exceed the lock's lease (order.Config.OutliveLease):
-// the fence refuses the write of an order that outlived it.
+// the fence refuses the write of an order that outlived it. Otherwise the deadline must also
+// be shorter than the lock's validity where that is less than the lease (RedLock's).
 func (c Config) OrderConfig() (order.Config, error) {
 	on, err := Fences(c.Lock, c.Fencing)
 	if err != nil {
@@ -227,7 +228,24 @@ func (c Config) OrderConfig() (order.Config, error) {
 	o := c.Order
 	o.Fencing, o.TokenSource = on, c.Lock
 	o.OutliveLease = o.OutliveLease || c.Fencing == FencingOn
-	return o, o.Validate()
+	if err := o.Validate(); err != nil {
+		return o, err
+	}
+	validity := LockKinds[c.Lock].Validity
+	if validity == nil || o.OutliveLease {
+		return o, nil
+	}
+	lease := o.LockTTL
+	if lease <= 0 {
+		lease = order.DefaultLockTTL
+	}
+	// RedLock's TryLock refuses a lease with no validity left: every order would fail.
+	if v := validity(lease); v <= 0 {
+		return o, fmt.Errorf("a %s lease of %s is valid for %s, nothing after its drift allowance: every attempt to take the lock would be refused", c.Lock, lease, v)
+	} else if t := o.EffectiveTimeout(); t >= v {
+		return o, fmt.Errorf("order timeout %s must be shorter than %s: a %s lease of %s is valid for that long (the rest is its drift allowance), and the lock must outlive every order that holds it", t, v, c.Lock, lease)
+	}
+	return o, nil
 }
 
 // checkSchema fails early, and says what to do, when the migrations have not been applied,

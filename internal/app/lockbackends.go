@@ -44,6 +44,12 @@ func (e *LockBackendError) Error() string {
 
 func (e *LockBackendError) Unwrap() error { return e.Err }
 
+// redLockOptions are the guard's RedLock options: the default drift allowance, each node
+// waited for at most nodeTimeout. LockKinds' Validity of redlock reads the drift from them.
+func redLockOptions(nodeTimeout time.Duration) lock.RedLockOptions {
+	return lock.RedLockOptions{NodeTimeout: nodeTimeout}
+}
+
 // redLockIdleConns is how many connections each RedLock node's client keeps open.
 const redLockIdleConns = 16
 
@@ -88,7 +94,7 @@ func newRedLockGuard(env LockEnv) (Guard, error) {
 		return Guard{}, &LockBackendError{Kind: "redlock", Addrs: addrs, Err: err}
 	}
 	return Guard{
-		Locks: lock.NewRedLocks(clients, env.Process, lock.RedLockOptions{NodeTimeout: timeout}),
+		Locks: lock.NewRedLocks(clients, env.Process, redLockOptions(timeout)),
 		Close: closeNodes,
 		Ready: quorum,
 	}, nil

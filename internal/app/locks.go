@@ -63,6 +63,10 @@ type LockKind struct {
 	// passes order.Config.LockTTL (SECKILL_LOCK_TTL) to every TryLock. An error wrapping a
 	// *LockBackendError says the guard's own backend did not answer.
 	New func(env LockEnv) (Guard, error)
+	// Validity, if set, is how long a lock taken for lease stays its holder's, when that is
+	// less than the lease (RedLock's drift allowance): an order's deadline must be shorter
+	// (OrderConfig). Nil: the whole lease.
+	Validity func(lease time.Duration) time.Duration
 }
 
 // LockKinds are the guards by name (SECKILL_LOCK's values).
@@ -86,7 +90,7 @@ var LockKinds = map[string]LockKind{
 		return Guard{Locks: lock.NewLocalRemoteLocks(lock.NewRegistry(lc)), Close: lc.Close}, nil
 	}},
 	// RedLock hands out no fencing token: no single store orders its grants.
-	"redlock":   {Safe: true, New: newRedLockGuard},
+	"redlock":   {Safe: true, New: newRedLockGuard, Validity: redLockOptions(0).Validity},
 	"zookeeper": {Safe: true, Tokens: true, New: newZooKeeperGuard},
 	"etcd":      {Safe: true, Tokens: true, New: newEtcdGuard},
 	// The table lock runs on the instance's own database pool: its availability is the

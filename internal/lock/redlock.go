@@ -281,8 +281,22 @@ func (s *RedLocks) checkLease(lease time.Duration) error {
 }
 
 // driftFor is the Redis documentation's drift allowance: lease × factor + 2 ms.
-func (s *RedLocks) driftFor(lease time.Duration) time.Duration {
-	return time.Duration(float64(lease)*s.drift) + redLockExtraDrift
+func (s *RedLocks) driftFor(lease time.Duration) time.Duration { return driftAllowance(lease, s.drift) }
+
+func driftAllowance(lease time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(lease)*factor) + redLockExtraDrift
+}
+
+// Validity is the longest a RedLock of these options taken for lease stays valid, from the
+// start of its attempt: the lease less the drift allowance (lease × DriftFactor + 2 ms). A
+// caller that must finish while it holds the lock has that long, not the lease; at zero or
+// below, TryLock refuses the lease.
+func (o RedLockOptions) Validity(lease time.Duration) time.Duration {
+	factor := o.DriftFactor
+	if factor <= 0 {
+		factor = DefaultDriftFactor
+	}
+	return lease - driftAllowance(lease, factor)
 }
 
 // retryPause draws a pause from [retry/2, retry*3/2).
