@@ -1,6 +1,7 @@
 // Package nginx holds no code: its integration test runs the nginx in front of the instances
 // with this directory's config (nginx.conf, upstream.conf) against tiny upstreams on
 // loopback, and checks what the config promises: a POST is never retried on another
-// instance once it has been sent, failures do not take an instance out of rotation, and
+// instance once it has been sent (a GET is), a request whose connect failed or timed out
+// moves to the other instance, failures do not take an instance out of rotation, and
 // every answer nginx gives itself is in the API's JSON error shape.
 package nginx

@@ -231,7 +231,12 @@ func post(t *testing.T, base, tag string) int {
 
 // postAnswer is post with the answer's body and Retry-After header.
 func postAnswer(t *testing.T, base, tag string) (status int, body, retryAfter string) {
-	req, err := http.NewRequest(http.MethodPost, base+"/api/vouchers/1/orders", nil)
+	return orderAnswer(t, base, http.MethodPost, tag)
+}
+
+// orderAnswer sends a request of method to the order route, as post does.
+func orderAnswer(t *testing.T, base, method, tag string) (status int, body, retryAfter string) {
+	req, err := http.NewRequest(method, base+"/api/vouchers/1/orders", nil)
 	require.NoError(t, err)
 	req.Header.Set(tagHeader, tag)
 	req.Header.Set("X-User-ID", "42")
@@ -288,8 +293,8 @@ func TestPOSTNeverRetried(t *testing.T) {
 func TestPOSTRetryWouldBeSeen(t *testing.T) {
 	s := &seen{tags: map[string][]string{}}
 	base := startNginx(t, []string{dropping(t, "dropping", s), answering(t, "answering", s)}, func(conf string) string {
-		edited := strings.Replace(conf, "proxy_next_upstream error;", "proxy_next_upstream error non_idempotent;", 1)
-		require.NotEqual(t, conf, edited, "nginx.conf has no 'proxy_next_upstream error;'")
+		edited := strings.Replace(conf, "proxy_next_upstream error timeout;", "proxy_next_upstream error timeout non_idempotent;", 1)
+		require.NotEqual(t, conf, edited, "nginx.conf has no 'proxy_next_upstream error timeout;'")
 		return edited
 	})
 	retried := 0
