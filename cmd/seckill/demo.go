@@ -40,6 +40,9 @@ var serverOnly = map[string][2]string{
 	"etcd":      {"etcd", "SECKILL_ETCD_ENDPOINTS"},
 }
 
+// maxStormOrders bounds the orders of one guard's storm (users x per-user).
+const maxStormOrders = 1_000_000
+
 // demoOptions shape the storm.
 type demoOptions struct {
 	users, perUser, stock, inFlight int
@@ -68,8 +71,18 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	if o.users < 1 || o.perUser < 1 || o.stock < 1 || o.inFlight < 1 || o.users*o.perUser > 1_000_000 {
-		return errors.New("demo: users, per-user, stock and in-flight must be positive, users*per-user at most 1e6")
+	if o.users < 1 || o.perUser < 1 || o.stock < 1 || o.inFlight < 1 {
+		return errors.New("demo: users, per-user, stock and in-flight must be positive")
+	}
+	// Divided rather than multiplied: the product of two large counts wraps around (2^32 x
+	// 2^32 is 0) and would pass.
+	if o.users > maxStormOrders/o.perUser {
+		return fmt.Errorf("demo: -users %d x -per-user %d orders: at most %d in a storm", o.users, o.perUser, maxStormOrders)
+	}
+	// A goroutine per user storming at once, and in-flight x per-user is the instances'
+	// admission (stormGuard): bounded as well, that product stays within an int.
+	if o.inFlight > maxStormOrders {
+		return fmt.Errorf("demo: -in-flight %d: at most %d", o.inFlight, maxStormOrders)
 	}
 	cfg.orderDelay = o.delay
 	if _, err := cfg.appConfig().OrderConfig(); o.delay <= 0 || err != nil {

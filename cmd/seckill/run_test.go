@@ -528,6 +528,12 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDIS_SENTINEL": "seckill@127.0.0.1"}, `SECKILL_REDIS_SENTINEL="127.0.0.1": address "127.0.0.1"`},
 		{[]string{"seckill", "demo", "-guards", "redis,zk"}, nil, "unknown guard"},
 		{[]string{"seckill", "demo", "-fence-guards", "redlock"}, nil, "-fence-guards"},
+		// 2^32 x 2^32 orders wraps to 0 when multiplied. An unknown guard as well: were the
+		// storm's size let through, the demo stops there instead of storming.
+		{[]string{"seckill", "demo", "-users", "4294967296", "-per-user", "4294967296", "-guards", "nope"}, nil,
+			"demo: -users 4294967296 x -per-user 4294967296 orders: at most 1000000 in a storm"},
+		{[]string{"seckill", "demo", "-users", "1000001", "-per-user", "1", "-guards", "nope"}, nil, "at most 1000000 in a storm"},
+		{[]string{"seckill", "demo", "-in-flight", "9223372036854775807", "-guards", "nope"}, nil, "demo: -in-flight 9223372036854775807: at most 1000000"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDLOCK_ADDRS": "127.0.0.1:7001,127.0.0.1"}, `SECKILL_REDLOCK_ADDRS="127.0.0.1:7001,127.0.0.1": address "127.0.0.1"`},
 		{[]string{"seckill", "serve", "-redlock-addrs", "127.0.0.1:7001,,127.0.0.1:7002"}, nil, "SECKILL_REDLOCK_ADDRS"},
 		// SQLite reports a missing directory as "unable to open database file: out of memory (14)".
