@@ -17,6 +17,7 @@ import (
 	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/internal/voucher"
+	"github.com/seckill/seckill/scripts/lua"
 )
 
 // BenchmarkAdmission admits orders of one voucher, every one a new user, from many goroutines
@@ -82,4 +83,113 @@ func redisCPU(b *testing.B, rdb *redis.Client) float64 {
 		}
 	}
 	return sum
+}
+
+// perIDHeld is the held check as it was before async_held.lua read a batch in one range: one
+// XRANGE per entry id. BenchmarkHeldCheck measures the one against the other.
+const perIDHeld = `local gone = 0
+for i = 1, #ARGV do
+  if #redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i]) == 0 then
+    gone = gone + 1
+  end
+end
+return gone`
+
+// BenchmarkHeldCheck runs the writer's held check (async_held.lua) and the per-id lookup it
+// replaced on batches of the shapes a writer checks, over a stream of 10,000 entries as
+// admissions write them, against a redis-server of its own. It reports Redis's time per entry
+// checked (redis-us/entry: the usec of EVALSHA in INFO commandstats over the entries asked).
+//
+//	go test -run '^$' -bench HeldCheck -benchtime 2000x ./internal/async/
+func BenchmarkHeldCheck(b *testing.B) {
+	ctx := context.Background()
+	rdb := testenv.StartRedisServer(b).Client()
+	const stream = "bench:held"
+	for i := 0; i < 10_000; i += 500 {
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for j := i; j < i+500; j++ {
+				p.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"order", 1<<40 + j, "user", j, "voucher", 7, "at", 1_700_000_000_000 + j}})
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	msgs, err := rdb.XRange(ctx, stream, "-", "+").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	every := func(from, to, step int) []any {
+		var ids []any
+		for i := from; i < to; i += step {
+			ids = append(ids, msgs[i].ID)
+		}
+		return ids
+	}
+	shapes := []struct {
+		name string
+		ids  []any
+	}{
+		{"contiguous-20", every(5000, 5020, 1)},
+		{"contiguous-200", every(5000, 5200, 1)},
+		{"2-consumers-200", every(5000, 5400, 2)},
+		{"3-consumers-200", every(5000, 5600, 3)},
+		{"claimed-spread-200", every(0, 10_000, 50)},
+	}
+	scripts := []struct {
+		name   string
+		script *redis.Script
+	}{{"range", redis.NewScript(lua.AsyncHeld)}, {"per-id", redis.NewScript(perIDHeld)}}
+	for _, sh := range shapes {
+		for _, sc := range scripts {
+			b.Run(sh.name+"/"+sc.name, func(b *testing.B) {
+				if err := sc.script.Load(ctx, rdb).Err(); err != nil {
+					b.Fatal(err)
+				}
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for range b.N {
+					gone, err := sc.script.Run(ctx, rdb, []string{stream}, sh.ids...).Int()
+					if err != nil || gone != 0 {
+						b.Fatalf("gone %d, err %v", gone, err)
+					}
+				}
+				b.StopTimer()
+				calls, usec := commandStat(b, rdb, "evalsha")
+				if calls == 0 {
+					b.Fatal("no EVALSHA in INFO commandstats")
+				}
+				b.ReportMetric(float64(usec)/float64(calls*int64(len(sh.ids))), "redis-us/entry")
+			})
+		}
+	}
+}
+
+// commandStat is the calls of command (lower case) in INFO commandstats, and the microseconds
+// Redis spent in them; commands a script ran count as calls of their own too.
+func commandStat(tb testing.TB, rdb redis.UniversalClient, command string) (calls, usec int64) {
+	tb.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		stats, ok := strings.CutPrefix(line, "cmdstat_"+command+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(stats, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return calls, usec
 }

@@ -36,6 +36,9 @@ func (m *Metrics) Admissions(result string) float64 {
 // HeldOf is the check w's batches of voucherID's stream run before they commit.
 func HeldOf(w *Writer, voucherID int64) Held { return w.held(keysOf(voucherID)) }
 
+// InStreamOrder is the order in which a writer hands its batch's entry ids to the held check.
+func InStreamOrder(ids []string) []any { return inStreamOrder(ids) }
+
 // AttemptsOf is the key of voucherID's count of refused attempts per entry.
 func AttemptsOf(voucherID int64) string { return keysOf(voucherID).attempts }
 

@@ -562,11 +562,13 @@ func (w *Writer) held(k keys) Held {
 		if len(es) == 0 {
 			return nil
 		}
-		ids := make([]any, len(es))
+		ids := make([]string, len(es))
 		for i, e := range es {
 			ids[i] = e.StreamID
 		}
-		gone, err := heldScript.Run(ctx, w.rdb, []string{k.stream}, ids...).Int()
+		// In stream order, async_held.lua reads the batch in one range (a batch is in that
+		// order as read, but the check does not depend on it).
+		gone, err := heldScript.Run(ctx, w.rdb, []string{k.stream}, inStreamOrder(ids)...).Int()
 		switch {
 		case err != nil:
 			return fmt.Errorf("%w: %w", errHeldUnknown, err)
