@@ -184,7 +184,8 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 			_ = inst.Close()
 			return nil, err
 		}
-		// Reads of an order ask Redis's pending and failed orders before the database.
+		// Reads of an order ask Redis's pending and failed orders before the database, and
+		// the database's record of failed orders after its order rows.
 		cfg.Order.Pending = async.OrderPending{Statuses: a.Statuses}
 	}
 	store := order.NewSQLStore(db)

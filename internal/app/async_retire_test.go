@@ -25,25 +25,10 @@ import (
 // (its sale over for the retention): then from the database.
 func TestAsyncRetiredSaleAnswersItsFailedOrder(t *testing.T) {
 	ctx := context.Background()
-	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	var offset atomic.Int64 // the instance's clock of sales and retention runs this far ahead
-	cfg := app.Config{Lock: "redis", OrderMode: app.ModeAsync,
-		Order: order.Config{Timeout: 5 * time.Second, LockTTL: 10 * time.Second},
-		Async: async.Config{MaxAttempts: 1, ClaimIdle: time.Second,
-			Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }}}
-	inst, err := app.New(ctx, discard, cfg, st)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = inst.Close() })
-
+	inst, retire := retiringInstance(t)
 	vid := newVoucher(t, inst, 3)
 	require.NoError(t, inst.Async.Loader.Load(ctx, vid))
-
-	// User 7 has a row Redis does not know of: admitted, then refused by the database.
-	now := time.Now().UTC()
-	require.NoError(t, inst.DB.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (1, 7, ?, 1, ?, ?)",
-		vid, now, now).Error)
+	refusedUser(t, inst, vid, 7)
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/api/vouchers/%d/orders", vid), nil)
 	r.Header.Set("X-User-ID", "7")
@@ -64,11 +49,7 @@ func TestAsyncRetiredSaleAnswersItsFailedOrder(t *testing.T) {
 		return strings.Contains(body, `"status":"failed"`)
 	}, 30*time.Second, 20*time.Millisecond, "dead-lettered")
 
-	offset.Store(int64(3 * time.Hour))
-	require.Eventually(t, func() bool {
-		b, err := async.Reconcile(ctx, inst.Redis, inst.Async.Store, vid)
-		return err == nil && b.Retired
-	}, 30*time.Second, 20*time.Millisecond, "retired by the writer")
+	retire(vid)
 	prefix := fmt.Sprintf("seckill:{voucher:%d}:", vid) // docs/async.md, Keys
 	n, err := inst.Redis.Exists(ctx, prefix+"orders", prefix+"dead").Result()
 	require.NoError(t, err)
@@ -80,4 +61,41 @@ func TestAsyncRetiredSaleAnswersItsFailedOrder(t *testing.T) {
 	assert.Contains(t, body, "the user already has another order of this voucher")
 	code, body = get(8)
 	assert.Equal(t, http.StatusNotFound, code, "another user's order: %s", body)
+}
+
+// retiringInstance starts an instance in the asynchronous mode over the embedded stores whose
+// writer dead-letters an order at its first refusal. retire moves the instance's clock of sales
+// and retention three hours ahead, past the sale of a voucher newVoucher made and past the
+// default retention, and waits until the writer retired the voucher.
+func retiringInstance(t *testing.T) (inst *app.Instance, retire func(voucherID int64)) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	var offset atomic.Int64
+	cfg := app.Config{Lock: "redis", OrderMode: app.ModeAsync,
+		Order: order.Config{Timeout: 5 * time.Second, LockTTL: 10 * time.Second},
+		Async: async.Config{MaxAttempts: 1, ClaimIdle: time.Second,
+			Now: func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }}}
+	inst, err = app.New(ctx, discard, cfg, st)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	return inst, func(voucherID int64) {
+		t.Helper()
+		offset.Store(int64(3 * time.Hour))
+		require.Eventually(t, func() bool {
+			b, err := async.Reconcile(ctx, inst.Redis, inst.Async.Store, voucherID)
+			return err == nil && b.Retired
+		}, 30*time.Second, 20*time.Millisecond, "retired by the writer")
+	}
+}
+
+// refusedUser gives user a row of voucherID that Redis does not know of: the user's order is
+// admitted, then refused by the database.
+func refusedUser(t *testing.T, inst *app.Instance, voucherID, user int64) {
+	t.Helper()
+	now := time.Now().UTC()
+	require.NoError(t, inst.DB.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?)",
+		user, user, voucherID, now, now).Error)
 }

@@ -38,34 +38,46 @@ func NewStatuses(rdb redis.UniversalClient, store *Store) *Statuses {
 }
 
 // Lookup returns orderID as Redis or the failed orders know it and true, or false when neither
-// knows it (never admitted, or written: ask the database). It asks the orders hash of each
-// registered voucher, in one pipeline, then async_failed_orders: one SMEMBERS, one pipeline of
-// the vouchers of recent sales (a voucher leaves the registry when it is retired, Config.Retention
-// after its sale) and one indexed read, however many sales there were before.
+// knows it (never admitted, or written: ask the database). It is InRedis, then Failed: one
+// SMEMBERS, one pipeline of the vouchers of recent sales (a voucher leaves the registry when it
+// is retired, Config.Retention after its sale) and one indexed read, however many sales there
+// were before.
 //
 // Redis comes first: a retirement writes a voucher's failed orders to the database before it
 // deletes their Redis copies, so a lookup that reads Redis before the deletion finds the status
 // there, and one that reads it after finds it in the database. Read the other way round, a
 // lookup could miss the database's copy (not yet written) and then Redis's (deleted).
 func (s *Statuses) Lookup(ctx context.Context, orderID int64) (PendingOrder, bool, error) {
+	o, ok, err := s.InRedis(ctx, orderID)
+	if err != nil || ok {
+		return o, ok, err
+	}
+	return s.Failed(ctx, orderID)
+}
+
+// InRedis returns orderID as the orders hash of a registered voucher holds it (pending, or
+// failed until the voucher is retired) and true, or false when none does. It asks them all in
+// one pipeline.
+func (s *Statuses) InRedis(ctx context.Context, orderID int64) (PendingOrder, bool, error) {
 	ids, err := s.rdb.SMembers(ctx, registryKey).Result()
 	if err != nil {
 		return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
 	}
+	if len(ids) == 0 {
+		return PendingOrder{}, false, nil
+	}
 	field := strconv.FormatInt(orderID, 10)
 	cmds := make([]*redis.StringCmd, len(ids))
 	vouchers := make([]int64, len(ids))
-	if len(ids) > 0 {
-		_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, id := range ids {
-				vouchers[i], _ = strconv.ParseInt(id, 10, 64)
-				cmds[i] = p.HGet(ctx, keysOf(vouchers[i]).orders, field)
-			}
-			return nil
-		})
-		if err != nil && err != redis.Nil {
-			return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			vouchers[i], _ = strconv.ParseInt(id, 10, 64)
+			cmds[i] = p.HGet(ctx, keysOf(vouchers[i]).orders, field)
 		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
 	}
 	for i, c := range cmds {
 		v, err := c.Result()
@@ -82,6 +94,13 @@ func (s *Statuses) Lookup(ctx context.Context, orderID int64) (PendingOrder, boo
 		o.ID, o.VoucherID = orderID, vouchers[i]
 		return o, true, nil
 	}
+	return PendingOrder{}, false, nil
+}
+
+// Failed returns orderID as async_failed_orders holds it and true, or false when it holds none
+// or the Statuses have no store. The record outlives Redis's copy of a failed order (its
+// voucher retired, or Redis restarted empty); it is one indexed read.
+func (s *Statuses) Failed(ctx context.Context, orderID int64) (PendingOrder, bool, error) {
 	if s.store == nil {
 		return PendingOrder{}, false, nil
 	}
@@ -155,13 +174,22 @@ func (s *Statuses) Backlog(ctx context.Context, voucherID int64) (int64, error) 
 
 // OrderPending is Statuses as the order service's Pending (order.Config.Pending), so that
 // GET /api/orders/{id} and already_ordered answers see the orders the writer has not
-// written yet.
+// written yet, and the failed ones.
 type OrderPending struct{ *Statuses }
 
-// Lookup returns orderID's summary, pending or failed, and true; false when Redis knows
-// nothing of it.
+// Lookup returns orderID's summary, pending or failed, and true when Redis knows it; false
+// when it does not: the order service then asks the database, and Failed after it.
 func (p OrderPending) Lookup(ctx context.Context, orderID int64) (order.Summary, bool, error) {
-	o, ok, err := p.Statuses.Lookup(ctx, orderID)
+	return summaryOf(p.Statuses.InRedis(ctx, orderID))
+}
+
+// Failed returns orderID's summary, failed, and true when async_failed_orders holds it.
+func (p OrderPending) Failed(ctx context.Context, orderID int64) (order.Summary, bool, error) {
+	return summaryOf(p.Statuses.Failed(ctx, orderID))
+}
+
+// summaryOf is the order service's summary of a Statuses answer.
+func summaryOf(o PendingOrder, ok bool, err error) (order.Summary, bool, error) {
 	if err != nil || !ok {
 		return order.Summary{}, ok, err
 	}

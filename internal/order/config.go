@@ -41,8 +41,8 @@ type Config struct {
 	// Now is the clock for the sale window and the voucher cache; nil means time.Now.
 	Now func() time.Time
 	// Pending knows the orders admitted but not yet in the database; Get and the
-	// already-ordered answer ask it before the database. Nil in the synchronous mode, where
-	// an order is a committed row or nothing.
+	// already-ordered answer ask it before the database (and Get its record of failed orders
+	// after). Nil in the synchronous mode, where an order is a committed row or nothing.
 	Pending Pending
 	// Fencing fences every order write with its lock's fencing token (Kleppmann's): the
 	// write presents the token to the lock_fences row of the lock, and one older than a

@@ -35,11 +35,18 @@ type Summary struct {
 // synchronous mode has none (Config.Pending is nil).
 //
 // The service asks Pending first and the database second, so an order must stay known to
-// Pending until its row is committed: then no lookup falls between the two.
+// Pending's Lookup until its row is committed: then no lookup falls between the two. An order
+// given up may leave Lookup (its sale's keys retired) once it is in Failed's record: asked
+// last, after the database found no row, Failed finds it there.
 type Pending interface {
 	// Lookup returns orderID's summary (StatePending or StateFailed) and true, or false when
 	// Pending knows nothing of orderID: then the database is asked.
 	Lookup(ctx context.Context, orderID int64) (Summary, bool, error)
+	// Failed returns orderID's summary (StateFailed) from the durable record of the orders
+	// given up, which outlives Lookup's, and true; or false when it holds none. It is asked
+	// only for an order that neither Lookup nor the database knows, so that a written order,
+	// the common case, costs no read of it.
+	Failed(ctx context.Context, orderID int64) (Summary, bool, error)
 	// OrderOf returns the id of userID's admitted order of voucherID and true, or false when
 	// Pending knows none: then the database is asked. A failed order is no longer the user's
 	// order (its reservation was released): OrderOf answers false for it.
@@ -60,26 +67,26 @@ func (e *AlreadyOrderedError) Error() string {
 // Unwrap makes errors.Is(err, ErrAlreadyOrdered) hold.
 func (e *AlreadyOrderedError) Unwrap() error { return ErrAlreadyOrdered }
 
-// Get returns userID's order orderID, from Pending if it knows the order, else from the
-// database (then StateCreated). It returns ErrNotFound when there is no such order and also
-// when it is another user's, so that nobody learns which ids exist; an error wrapping
-// ErrUnavailable when a store failed or did not answer within Config.Timeout.
+// Get returns userID's order orderID: from Pending's Lookup if it knows the order, else from
+// the database (then StateCreated), else from Pending's record of failed orders. It returns
+// ErrNotFound when there is no such order and also when it is another user's, so that nobody
+// learns which ids exist; an error wrapping ErrUnavailable when a store failed or did not
+// answer within Config.Timeout.
 func (s *Service) Get(ctx context.Context, userID, orderID int64) (Summary, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	if s.cfg.Pending != nil {
-		sum, ok, err := s.cfg.Pending.Lookup(ctx, orderID)
-		switch {
-		case err != nil:
-			return Summary{}, fmt.Errorf("%w: look up pending order: %w", ErrUnavailable, err)
-		case ok && sum.UserID != userID:
-			return Summary{}, ErrNotFound
-		case ok:
-			return sum, nil
+		if sum, ok, err := s.pending(ctx, "look up pending order", s.cfg.Pending.Lookup, userID, orderID); err != nil || ok {
+			return sum, err
 		}
 	}
 	o, err := s.store.Get(ctx, orderID)
 	switch {
+	case errors.Is(err, ErrNotFound) && s.cfg.Pending != nil:
+		if sum, ok, err := s.pending(ctx, "look up failed order", s.cfg.Pending.Failed, userID, orderID); err != nil || ok {
+			return sum, err
+		}
+		return Summary{}, ErrNotFound
 	case errors.Is(err, ErrNotFound):
 		return Summary{}, ErrNotFound
 	case err != nil:
@@ -88,6 +95,19 @@ func (s *Service) Get(ctx context.Context, userID, orderID int64) (Summary, erro
 		return Summary{}, ErrNotFound
 	}
 	return Summary{ID: o.ID, UserID: o.UserID, VoucherID: o.VoucherID, State: StateCreated, CreatedAt: o.CreatedAt}, nil
+}
+
+// pending asks lookup, one of Pending's (op names it in errors), for orderID: its summary and
+// true when it knows an order of userID's; ErrNotFound when it knows another user's.
+func (s *Service) pending(ctx context.Context, op string, lookup func(context.Context, int64) (Summary, bool, error), userID, orderID int64) (Summary, bool, error) {
+	sum, ok, err := lookup(ctx, orderID)
+	switch {
+	case err != nil:
+		return Summary{}, false, fmt.Errorf("%w: %s: %w", ErrUnavailable, op, err)
+	case ok && sum.UserID != userID:
+		return Summary{}, false, ErrNotFound
+	}
+	return sum, ok, nil
 }
 
 // alreadyOrdered is Place's answer when userID already has an order of voucherID: an

@@ -13,11 +13,22 @@ import (
 	"github.com/seckill/seckill/internal/order"
 )
 
-// fakePending is a Pending over a map of summaries, failing with err when set.
+// fakePending is a Pending over a map of summaries, failing with err when set; its record of
+// failed orders is another map, failing with failedErr.
 type fakePending struct {
 	orders map[int64]order.Summary
 	err    error
 	asked  int
+
+	failed      map[int64]order.Summary
+	failedErr   error
+	failedAsked int
+}
+
+func (p *fakePending) Failed(_ context.Context, id int64) (order.Summary, bool, error) {
+	p.failedAsked++
+	s, ok := p.failed[id]
+	return s, ok, p.failedErr
 }
 
 func (p *fakePending) Lookup(_ context.Context, id int64) (order.Summary, bool, error) {
@@ -130,4 +141,39 @@ func TestAlreadyOrderedAsksPendingFirst(t *testing.T) {
 	_, err = f.svc.Place(context.Background(), 42, 7)
 	require.ErrorAs(t, err, &ao)
 	assert.Equal(t, int64(77), ao.OrderID, "the database's order")
+}
+
+// TestGetAsksFailedRecordsLast: the record of failed orders, which outlives Pending's Lookup,
+// is asked only for an order that neither Lookup nor the database knows: a written order, the
+// common case, costs no read of it; a failed one is answered from it, to its owner only.
+func TestGetAsksFailedRecordsLast(t *testing.T) {
+	failed := order.Summary{ID: 6, UserID: 42, VoucherID: 8, State: order.StateFailed, Reason: "write failed 5 times", CreatedAt: now}
+	p := &fakePending{failed: map[int64]order.Summary{6: failed}}
+	f := newFixtureWith(t, order.Config{Pending: p})
+
+	f.store.EXPECT().Get(mock.Anything, int64(99)).Return(order.Order{ID: 99, UserID: 42, VoucherID: 9, CreatedAt: now}, nil).Once()
+	got, err := f.svc.Get(context.Background(), 42, 99)
+	require.NoError(t, err)
+	assert.Equal(t, order.StateCreated, got.State)
+	assert.Zero(t, p.failedAsked, "a written order read the record of failed orders")
+
+	f.store.EXPECT().Get(mock.Anything, int64(6)).Return(order.Order{}, order.ErrNotFound).Times(2)
+	got, err = f.svc.Get(context.Background(), 42, 6)
+	require.NoError(t, err)
+	assert.Equal(t, failed, got, "no row: the record's")
+	_, err = f.svc.Get(context.Background(), 43, 6)
+	assert.Equal(t, order.ErrNotFound, err, "another user's failed order")
+
+	f.store.EXPECT().Get(mock.Anything, int64(7)).Return(order.Order{}, order.ErrNotFound).Times(2)
+	_, err = f.svc.Get(context.Background(), 42, 7)
+	assert.Equal(t, order.ErrNotFound, err, "known nowhere")
+	p.failedErr = errors.New("dial tcp: connection refused")
+	_, err = f.svc.Get(context.Background(), 42, 7)
+	assert.ErrorIs(t, err, order.ErrUnavailable, "the record failing: no not-found guessed")
+
+	asked := p.failedAsked
+	f.store.EXPECT().Get(mock.Anything, int64(8)).Return(order.Order{}, errors.New("dial tcp: connection refused")).Once()
+	_, err = f.svc.Get(context.Background(), 42, 8)
+	assert.ErrorIs(t, err, order.ErrUnavailable)
+	assert.Equal(t, asked, p.failedAsked, "the database failing: the record is not asked")
 }
