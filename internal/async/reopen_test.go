@@ -1,0 +1,188 @@
+package async_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/order"
+)
+
+// atCommand is a go-redis hook that runs do once, at the first command named cmd that the
+// client it hooks sends: before Redis receives it, or after Redis answered it (after). It
+// puts another client's work at one chosen point of a sequence of calls, without timing.
+type atCommand struct {
+	hookBase
+	cmd   string
+	after bool
+	do    func()
+	done  atomic.Bool
+}
+
+func (h *atCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		at := cmd.Name() == h.cmd && !h.done.Load()
+		if at && !h.after {
+			h.done.Store(true)
+			h.do()
+		}
+		err := next(ctx, cmd)
+		if at && h.after {
+			h.done.Store(true)
+			h.do()
+		}
+		return err
+	}
+}
+
+// hookedWriter is a writer of the fixture's config, never started, on a client of its own
+// that hook watches: the fixture's client, which the reopening uses, is not hooked.
+func (f *fixture) hookedWriter(hook redis.Hook) *async.Writer {
+	f.t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: f.rdb.(*redis.Client).Options().Addr})
+	f.t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(hook)
+	return async.NewWriter(rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
+}
+
+// backlog is how many entries voucherID's stream holds: admitted orders not yet written and
+// acknowledged.
+func (f *fixture) backlog(voucherID int64) int64 {
+	f.t.Helper()
+	_, _, _, stream, _ := async.KeysOf(voucherID)
+	n, err := f.rdb.XLen(context.Background(), stream).Result()
+	require.NoError(f.t, err)
+	return n
+}
+
+// state is what GET /api/orders/{id} answers userID of orderID: the order service asking
+// Redis first, the database second.
+func (f *fixture) state(userID, orderID int64) order.State {
+	f.t.Helper()
+	svc := order.NewService(nil, order.NewSQLStore(f.db), nil, nil, order.NewMetrics(prometheus.NewRegistry()), quiet,
+		order.Config{Pending: async.OrderPending{Statuses: f.statuses}})
+	sum, err := svc.Get(context.Background(), userID, orderID)
+	require.NoError(f.t, err, "order %d of user %d", orderID, userID)
+	return sum.State
+}
+
+// retiredSale is a voucher whose two orders, of users 1 and 2, are written and whose sale is
+// then over for the retention (c moved on): the next retirement retires it. It returns the
+// voucher and its orders (order id → user).
+func (f *fixture) retiredSale(c *clock) (int64, map[int64]int64) {
+	f.t.Helper()
+	vid := f.voucher(5)
+	bought := f.place(vid, 1, 2)
+	w := f.writer("w", nil)
+	f.eventually("written and acknowledged", func() bool { return len(f.rows(vid)) == 2 && f.backlog(vid) == 0 })
+	stopped(f.t, w)
+	c.advance(pastRetention)
+	return vid, bought
+}
+
+// reopen reopens voucherID's sale as docs/async.md tells an operator to: its end moved an
+// hour past c's now in the database, its sale hash deleted. The admission of user 3 that
+// follows finds no sale hash and reloads the voucher, which registers it. It returns that
+// order (order id → user).
+func (f *fixture) reopen(c *clock, voucherID int64) map[int64]int64 {
+	f.t.Helper()
+	require.NoError(f.t, f.db.Exec("UPDATE seckill_vouchers SET end_time = ? WHERE voucher_id = ?",
+		c.now().Add(time.Hour).UTC(), voucherID).Error)
+	sale, _, _, _, _ := async.KeysOf(voucherID)
+	require.NoError(f.t, f.rdb.Del(context.Background(), sale).Err())
+	return f.place(voucherID, 3, 3)
+}
+
+// readAgain checks a reopened sale: in the registry; its earlier buyers (bought) and the
+// buyer at its reopening (reopened) answered their own orders, no second one; an order of user
+// 4 admitted; every order written by a writer, once per user, those since the reopening
+// answered created; and, over for the retention again, the sale retired and out of the
+// registry.
+func (f *fixture) readAgain(c *clock, voucherID int64, bought, reopened map[int64]int64) {
+	t := f.t
+	t.Helper()
+	ctx := context.Background()
+	require.True(t, f.registered(voucherID), "the reopened sale is in the registry")
+	for _, orders := range []map[int64]int64{bought, reopened} {
+		for id, u := range orders {
+			got, err := f.svc.Place(ctx, u, voucherID)
+			assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "user %d", u)
+			assert.Equal(t, id, got, "user %d's order", u)
+		}
+	}
+	since := map[int64]int64{}
+	for _, orders := range []map[int64]int64{reopened, f.place(voucherID, 4, 4)} {
+		for id, u := range orders {
+			since[id] = u
+		}
+	}
+
+	w := f.writer("w2", nil)
+	f.eventually("the orders of the reopened sale written", func() bool { return len(f.rows(voucherID)) == 4 })
+	users := map[int64]int64{}
+	for id, u := range f.rows(voucherID) {
+		users[u]++
+		if _, ok := since[id]; ok {
+			f.eventually("answered created", func() bool { return f.state(u, id) == order.StateCreated })
+		}
+	}
+	assert.Equal(t, map[int64]int64{1: 1, 2: 1, 3: 1, 4: 1}, users, "rows per user")
+	f.eventually("acknowledged", func() bool { return f.backlog(voucherID) == 0 })
+	stopped(t, w)
+
+	c.advance(pastRetention)
+	retired, err := async.Retire(ctx, f.idleWriter(), voucherID)
+	require.NoError(t, err)
+	assert.True(t, retired, "the reopened sale, over for the retention, retired")
+	assert.False(t, f.registered(voucherID), "and out of the registry")
+}
+
+// TestReopenDuringRetirement: an operator reopens a sale (moves its end in the database and
+// deletes its sale hash; the next admission reloads it and registers it) while a writer
+// retires it, at each point of the retirement's last step: the voucher leaves the registry
+// (SREM) and is put back if its sale hash lost the retired mark meanwhile. Whatever the
+// point, the reopened sale ends in the registry and its stream is read, and nobody orders
+// twice (readAgain). Reopened between the retirement script and the SREM, the reload's
+// registration comes before the SREM, and only the put-back registers the voucher again. A
+// sale never reopened leaves the registry.
+func TestReopenDuringRetirement(t *testing.T) {
+	cases := []struct {
+		name string
+		cmd  string // the retirement's command the reopening comes at; "" for none
+		// after puts the reopening after cmd's answer instead of before cmd.
+		after bool
+		// retired is what the retirement reports: it retired the voucher.
+		retired bool
+	}{
+		{name: "before the script", cmd: "evalsha"},
+		{name: "between the script and the SREM", cmd: "srem"},
+		{name: "between the SREM and the put-back check", cmd: "hexists"},
+		{name: "after the put-back check", cmd: "hexists", after: true, retired: true},
+		{name: "never", retired: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+				vid, bought := f.retiredSale(c)
+				var reopened map[int64]int64
+				hook := &atCommand{cmd: tc.cmd, after: tc.after, do: func() { reopened = f.reopen(c, vid) }}
+				retired, err := async.Retire(context.Background(), f.hookedWriter(hook), vid)
+				require.NoError(t, err)
+				require.Equal(t, tc.cmd != "", hook.done.Load(), "the reopening ran at %q", tc.cmd)
+				assert.Equal(t, tc.retired, retired, "retired")
+				if tc.cmd == "" {
+					assert.False(t, f.registered(vid), "a retired sale leaves the registry")
+					return
+				}
+				f.readAgain(c, vid, bought, reopened)
+			})
+		})
+	}
+}
