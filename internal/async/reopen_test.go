@@ -43,12 +43,14 @@ func (h *atCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // hookedWriter is a writer of the fixture's config, never started, on a client of its own
-// that hook watches: the fixture's client, which the reopening uses, is not hooked.
-func (f *fixture) hookedWriter(hook redis.Hook) *async.Writer {
+// that hooks watch: the fixture's client, which the reopening uses, is not hooked.
+func (f *fixture) hookedWriter(hooks ...redis.Hook) *async.Writer {
 	f.t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: f.rdb.(*redis.Client).Options().Addr})
 	f.t.Cleanup(func() { _ = rdb.Close() })
-	rdb.AddHook(hook)
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
 	return async.NewWriter(rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
 }
 
@@ -185,4 +187,25 @@ func TestReopenDuringRetirement(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestPutBackOutlivesTheRetirementContext: a retirement's context ends (the writer stops, or
+// the copy of many dead letters used up its deadline) just after the voucher left the registry
+// (SREM), and the sale was reopened before that SREM. The check and the put-back that
+// follow ran on that context, failed, and left the reopened sale out of the registry, where no
+// writer reads its stream and no discovery retires it again: its orders stayed pending until
+// an instance restarted. Once begun, the last step runs whole.
+func TestPutBackOutlivesTheRetirementContext(t *testing.T) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		vid, bought := f.retiredSale(c)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var reopened map[int64]int64
+		w := f.hookedWriter(&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }},
+			&atCommand{cmd: "srem", after: true, do: cancel})
+		retired, err := async.Retire(ctx, w, vid)
+		require.NoError(t, err, "the check and the put-back after the context ended")
+		assert.False(t, retired, "reopened")
+		f.readAgain(c, vid, bought, reopened)
+	})
 }

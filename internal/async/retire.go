@@ -18,7 +18,8 @@ const (
 	// registry may hold hundreds of old vouchers, retired a round each discovery.
 	retirePerRound = 16
 	// retireTimeout bounds the retirement of one voucher: its dead letters copied to the
-	// database a page at a time, and three Redis calls.
+	// database a page at a time, and its script. Leaving the registry has redisCallTimeout
+	// of its own.
 	retireTimeout = 30 * time.Second
 )
 
@@ -89,6 +90,11 @@ func (w *Writer) retire(ctx context.Context, voucherID int64) (bool, error) {
 	if code == retireKept {
 		return false, nil
 	}
+	// Once the voucher may leave the registry, the rest runs whole, whether the writer stops or
+	// the copy used up ctx: a voucher reopened meanwhile and left out after the SREM is read by
+	// no writer, and no discovery, which reads the registry, tries it again.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
+	defer cancel()
 	if err := w.rdb.SRem(ctx, registryKey, voucherID).Err(); err != nil {
 		return false, fmt.Errorf("retire voucher %d: leave the registry: %w", voucherID, err)
 	}
