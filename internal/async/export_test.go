@@ -18,6 +18,10 @@ func SetBeforeCreate(l *Loader, f func(voucherID int64)) { l.beforeCreate = f }
 // SetAfterBooks makes l run f right after it read a voucher's books from the database.
 func SetAfterBooks(l *Loader, f func(voucherID int64)) { l.afterBooks = f }
 
+// SetStartFailed makes l run f after each failed load of LoadOnSale, with the attempt's
+// number (1 for the first) and its error.
+func SetStartFailed(l *Loader, f func(voucherID int64, attempt int, err error)) { l.startFailed = f }
+
 // KeysOf exposes a voucher's Redis keys to the tests.
 func KeysOf(voucherID int64) (sale, users, orders, stream, dead string) {
 	k := keysOf(voucherID)

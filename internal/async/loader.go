@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/seckill/seckill/internal/voucher"
 	"github.com/seckill/seckill/scripts/lua"
 )
 
@@ -37,6 +39,9 @@ type Loader struct {
 	beforeCreate func(voucherID int64)
 	// afterBooks, when set (by the tests), runs right after the database's books were read.
 	afterBooks func(voucherID int64)
+	// startFailed, when set (by the tests), runs after each failed load of LoadOnSale, with
+	// the attempt's number (1 for the first) and its error.
+	startFailed func(voucherID int64, attempt int, err error)
 	// loads lets one load of a voucher run at a time per instance: a storm on a voucher
 	// Redis lacks makes one database read, not one per request.
 	loads singleflight.Group
@@ -56,6 +61,10 @@ func NewLoader(rdb redis.UniversalClient, store *Store, log *slog.Logger) *Loade
 // The stream is read before the database: an order written in between is then in both and
 // counted once (it is in the database's rows); read the other way round, it could be in
 // neither and its unit sold again.
+//
+// Load does not try again when the load fails (LoadOnSale does, at start): the orders that
+// wait for it give up at their own deadline, shorter than one attempt, and answer 503, and the
+// next order that finds the voucher missing starts the next attempt.
 func (l *Loader) Load(ctx context.Context, voucherID int64) error {
 	ch := l.loads.DoChan(strconv.FormatInt(voucherID, 10), func() (any, error) {
 		// Not the first caller's ctx alone: a caller that gives up must not fail the others.
@@ -147,16 +156,85 @@ func (l *Loader) register(ctx context.Context, voucherID int64) error {
 	return nil
 }
 
-// LoadOnSale loads every seckill voucher whose sale has not ended and that Redis lacks.
+// LoadOnSale loads every seckill voucher whose sale has not ended and that Redis lacks. A
+// voucher whose load fails is tried again while the stores answer (see loadAtStart); the
+// first that cannot be loaded is the error.
 func (l *Loader) LoadOnSale(ctx context.Context, now time.Time) error {
 	ids, err := l.store.OnSale(ctx, now)
 	if err != nil {
 		return err
 	}
 	for _, id := range ids {
-		if err := l.Load(ctx, id); err != nil {
+		if err := l.loadAtStart(ctx, id); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Bounds of the retries of a load at start.
+const (
+	// startRetryPause is the pause after a first failed load, doubled after each failure up to
+	// startRetryMaxPause.
+	startRetryPause    = 250 * time.Millisecond
+	startRetryMaxPause = 2 * time.Second
+	// storesPingTimeout bounds the check, after a failed load, that the database and Redis
+	// still answer: DefaultDialTimeout's 2 s, time enough for a live server to take a new
+	// connection, short enough that a server that hangs fails the start within the DSN's
+	// readTimeout plus this.
+	storesPingTimeout = 2 * time.Second
+)
+
+// loadAtStart loads voucherID as Load does, and tries again when the load failed while both
+// stores still answer a ping: another instance loading the same voucher holds its row for as
+// long as it reads the voucher's orders (millions of rows take longer than the DSN's
+// readTimeout, on which this load's wait for the row fails), and once it has loaded the
+// voucher, a load here finds the sale hash and only registers it. That instance's load ends
+// within loadTimeout (its deadline rolls its transaction back) and it held the row before the
+// first attempt here began, so an attempt begun loadTimeout after the first one finds the row
+// free: one that fails then is the last. A store that does not answer fails the start at once
+// (fail closed), within the failed attempt plus storesPingTimeout. ctx, the start's deadline,
+// bounds the whole.
+func (l *Loader) loadAtStart(ctx context.Context, voucherID int64) error {
+	first := time.Now()
+	pause := startRetryPause
+	for attempt := 1; ; attempt++ {
+		began := time.Now()
+		err := l.Load(ctx, voucherID)
+		if err == nil {
+			return nil
+		}
+		if l.startFailed != nil {
+			l.startFailed(voucherID, attempt, err)
+		}
+		if errors.Is(err, voucher.ErrNotFound) || ctx.Err() != nil || began.Sub(first) >= loadTimeout {
+			return err
+		}
+		if perr := l.storesAnswer(ctx); perr != nil {
+			return fmt.Errorf("%w (not tried again: %w)", err, perr)
+		}
+		l.log.Warn("voucher not loaded into redis at start; trying again", "voucher_id", voucherID,
+			"attempt", attempt, "pause", pause, "err", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, startRetryMaxPause)
+	}
+}
+
+// storesAnswer reports whether the database and Redis answer a ping within storesPingTimeout.
+func (l *Loader) storesAnswer(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, storesPingTimeout)
+	defer cancel()
+	if err := l.store.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	if err := l.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
 	}
 	return nil
 }
