@@ -2,6 +2,9 @@ package async_test
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,4 +211,83 @@ func TestPutBackOutlivesTheRetirementContext(t *testing.T) {
 		assert.False(t, retired, "reopened")
 		f.readAgain(c, vid, bought, reopened)
 	})
+}
+
+// errInjected is the failure failing gives its commands.
+var errInjected = errors.New("injected redis failure")
+
+// failing is a go-redis hook that fails the next cmds[name] commands named name: before Redis
+// receives them (not applied), or after Redis applied them (sent: the reply lost, as in a
+// timeout).
+type failing struct {
+	hookBase
+	cmds map[string]int
+	sent bool
+	mu   sync.Mutex
+}
+
+func (h *failing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.mu.Lock()
+		at := h.cmds[cmd.Name()] > 0
+		if at {
+			h.cmds[cmd.Name()]--
+		}
+		h.mu.Unlock()
+		if !at {
+			return next(ctx, cmd)
+		}
+		if h.sent {
+			_ = next(ctx, cmd)
+		}
+		cmd.SetErr(errInjected)
+		return errInjected
+	}
+}
+
+// TestPutBackFailsAndDiscoveryPutsItBack: a sale reopened just before a retirement's SREM, and
+// the step after that SREM fails (Redis answers an error or nothing): the reopened sale was
+// out of the registry, where no writer reads its stream and no discovery, which reads the
+// registry, tries it again, its orders pending until an instance restarted. The writer
+// remembers the voucher and its next discovery checks it again: reopened, it goes back into
+// the registry and its orders are written. A put-back that fails in discovery is tried at the
+// next.
+func TestPutBackFailsAndDiscoveryPutsItBack(t *testing.T) {
+	cases := []struct {
+		name string
+		fail map[string]int // how many times each command fails, from the SREM on
+		sent bool           // the failing commands reach Redis, their replies are lost
+		// rounds is how many discoveries the put-back takes.
+		rounds int
+	}{
+		{name: "the put-back", fail: map[string]int{"sadd": 1}, rounds: 1},
+		{name: "the check and the put-back", fail: map[string]int{"hexists": 1, "sadd": 1}, rounds: 1},
+		{name: "the SREM's reply", fail: map[string]int{"srem": 1}, sent: true, rounds: 1},
+		{name: "the put-back, then at discovery", fail: map[string]int{"sadd": 2}, rounds: 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+				vid, bought := f.retiredSale(c)
+				var reopened map[int64]int64
+				fail := &failing{cmds: maps.Clone(tc.fail), sent: tc.sent}
+				w := f.hookedWriter(&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }}, fail)
+				retired, err := async.Retire(context.Background(), w, vid)
+				require.ErrorIs(t, err, errInjected)
+				assert.False(t, retired, "reopened")
+				require.False(t, f.registered(vid), "out of the registry after the failed step")
+
+				for range tc.rounds - 1 {
+					async.Discover(w)
+					require.False(t, f.registered(vid), "out of the registry after a failed put-back")
+				}
+				async.Discover(w)
+				stopped(t, w)
+				for cmd, n := range fail.cmds {
+					require.Zero(t, n, "%s failed as often as told", cmd)
+				}
+				f.readAgain(c, vid, bought, reopened)
+			})
+		})
+	}
 }

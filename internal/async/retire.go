@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,6 +51,9 @@ func (w *Writer) startRetiring(ids []int64) {
 			retired, err := w.retire(ctx, id)
 			cancel()
 			switch {
+			case errors.Is(err, errCheckedAgain):
+				w.log.Warn("writer: retire a finished voucher: it may be out of the registry; the next discovery puts it back if its sale was reopened",
+					"voucher_id", id, "err", err)
 			case err != nil:
 				w.log.Warn("writer: retire a finished voucher; it stays in redis and is tried again", "voucher_id", id, "err", err)
 			case retired:
@@ -95,14 +99,19 @@ func (w *Writer) retire(ctx context.Context, voucherID int64) (bool, error) {
 	// no writer, and no discovery, which reads the registry, tries it again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
 	defer cancel()
+	// A failure from here on may leave a reopened sale out of the registry (an SREM whose reply
+	// was lost may have been applied): discovery checks the voucher again (putBackLeft).
 	if err := w.rdb.SRem(ctx, registryKey, voucherID).Err(); err != nil {
-		return false, fmt.Errorf("retire voucher %d: leave the registry: %w", voucherID, err)
+		w.leftRegistry(voucherID)
+		return false, fmt.Errorf("retire voucher %d: leave the registry: %w: %w", voucherID, errCheckedAgain, err)
 	}
 	marked, err := w.rdb.HExists(ctx, k.sale, "retired").Result()
 	if err != nil || !marked {
 		// Reloaded meanwhile (or unknown): back into the registry, where discovery reads it.
+		// A voucher that was retired after all is retired again by a later discovery.
 		if err := w.rdb.SAdd(ctx, registryKey, voucherID).Err(); err != nil {
-			return false, fmt.Errorf("retire voucher %d: register the reloaded voucher again: %w", voucherID, err)
+			w.leftRegistry(voucherID)
+			return false, fmt.Errorf("retire voucher %d: register the reloaded voucher again: %w: %w", voucherID, errCheckedAgain, err)
 		}
 		return false, nil
 	}

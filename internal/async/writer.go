@@ -55,6 +55,11 @@ type Writer struct {
 
 	mu      sync.Mutex
 	running map[int64]bool
+	// left holds the vouchers whose retirement failed after they may have left the registry,
+	// each with the number of its latest failure (leftSeq): discovery checks them again
+	// (putBackLeft).
+	left    map[int64]uint64
+	leftSeq uint64
 
 	// dbDownSince is when the writer last found the database unreachable after it had
 	// been reachable (UnixNano), 0 while it is reachable.
@@ -74,7 +79,7 @@ func NewWriter(rdb redis.UniversalClient, store *Store, metrics *Metrics, log *s
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Writer{rdb: rdb, store: store, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
-		ctx: ctx, cancel: cancel, running: map[int64]bool{}}
+		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[int64]uint64{}}
 }
 
 // Consumer is the writer's name in the consumer group.
@@ -149,6 +154,7 @@ func (w *Writer) dbDown() { w.dbDownSince.CompareAndSwap(0, time.Now().UnixNano(
 // round trip, so that the loop neither runs out of its timeout nor starts loops for old
 // vouchers as the vouchers grow.
 func (w *Writer) discover() {
+	w.putBackLeft()
 	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
 	defer cancel()
 	ids, err := w.rdb.SMembers(ctx, registryKey).Result()
