@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
@@ -42,6 +43,9 @@ func HeldOf(w *Writer, voucherID int64) Held { return w.held(keysOf(voucherID)) 
 
 // InStreamOrder is the order in which a writer hands its batch's entry ids to the held check.
 func InStreamOrder(ids []string) []any { return inStreamOrder(ids) }
+
+// StreamIDTime is when Redis added the entry of id, as the oldest-pending gauge reads it.
+func StreamIDTime(id string) (time.Time, bool) { return streamIDTime(id) }
 
 // AttemptsOf is the key of voucherID's count of refused attempts per entry.
 func AttemptsOf(voucherID int64) string { return keysOf(voucherID).attempts }

@@ -118,3 +118,24 @@ func TestInStreamOrder(t *testing.T) {
 	want := []any{"+", "9-9", "9-10", "9-18446744073709551614", "9-18446744073709551615", "10-0", "18446744073709551615-0"}
 	assert.Equal(t, want, got)
 }
+
+// TestStreamIDTime: the time part of an entry id, which the oldest-pending gauge reports; an id
+// whose ms part is no number, or past what a time holds, has none.
+func TestStreamIDTime(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want int64 // ms since the epoch
+		ok   bool
+	}{
+		{"1700000000123-5", 1700000000123, true},
+		{"1700000000123", 1700000000123, true},
+		{"x-1", 0, false},
+		{"18446744073709551615-0", 0, false},
+	} {
+		got, ok := async.StreamIDTime(tc.id)
+		assert.Equal(t, tc.ok, ok, tc.id)
+		if tc.ok {
+			assert.Equal(t, tc.want, got.UnixMilli(), tc.id)
+		}
+	}
+}

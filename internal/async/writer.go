@@ -299,13 +299,6 @@ func (w *Writer) refresh() {
 	w.metrics.oldest.Set(oldest.Seconds())
 }
 
-// streamIDTime is the time part of a stream entry id ("ms-seq"): when Redis added it.
-func streamIDTime(id string) (time.Time, bool) {
-	ms, _, _ := strings.Cut(id, "-")
-	n, err := strconv.ParseInt(ms, 10, 64)
-	return time.UnixMilli(n), err == nil
-}
-
 // loop writes voucherID's stream until Stop: first what the group had delivered to this
 // consumer and not acknowledged, then new entries, and every ClaimIdle/2 the entries other
 // consumers left idle past ClaimIdle (again at once after a claim that filled a batch).
