@@ -158,7 +158,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "time new users arrive in the main phase")
 	fs.BoolVar(&c.retry, "retry", true, "retry 5xx, connection errors and order_in_progress with backoff (100 ms doubling to 1 s, jittered) until the order exists or -budget ends")
 	fs.DurationVar(&c.budget, "budget", 60*time.Second, "how long a retrying user keeps trying")
-	fs.DurationVar(&c.timeout, "timeout", 35*time.Second, "client timeout of one request (longer than nginx's proxy_read_timeout)")
+	fs.DurationVar(&c.timeout, "timeout", 45*time.Second, "client timeout of one request (longer than nginx can take to answer an order: proxy_next_upstream_timeout 10 s + connect 2 s + read 30 s)")
 	fs.Int64Var(&c.stock, "stock", 1<<24, "stock of the run's voucher")
 	fs.Int64Var(&c.userBase, "user-base", 1, "first user id")
 	fs.Float64Var(&c.lightRate, "light-rate", 20, "arrival rate of the head and tail phases")
