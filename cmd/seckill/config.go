@@ -82,7 +82,7 @@ var settings = []envFlag{
 	{"SECKILL_FENCING", "fencing", app.FencingAuto, "on|off|auto: check each order write's fencing token in the database (lock_fences); auto is on for the locks that hand out tokens (" +
 		app.TokenKindNames() + "), on with another lock refuses to start; an explicit on lets SECKILL_ORDER_TIMEOUT exceed SECKILL_LOCK_TTL"},
 	{"SECKILL_FENCE_RETENTION", "fence-retention", app.DefaultFenceRetention.String(), "with fencing on, how long a lock_fences row (one per user) outlives its last claim before the instances delete it; " +
-		"at least a minute and ten order deadlines"},
+		"at least a minute and ten order deadlines (unfenced, not used and not checked)"},
 }
 
 // secretSettings are the settings whose values must not be printed: the admin token, and the
@@ -182,6 +182,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if _, ok := app.LockKinds[cfg.lock]; !ok {
 		return config{}, fmt.Errorf("SECKILL_LOCK=%q: want one of %s", cfg.lock, app.LockKindNames())
 	}
+	// The order mode first: whether the orders are fenced, and so what the order settings
+	// must satisfy, depends on it (OrderConfig).
+	if err := cfg.parseAsync(vals); err != nil {
+		return config{}, err
+	}
 	if _, err := app.Fences(cfg.lock, cfg.fencing); err != nil {
 		return config{}, fmt.Errorf("SECKILL_FENCING=%q, SECKILL_LOCK=%q: %w", cfg.fencing, cfg.lock, err)
 	}
@@ -197,7 +202,13 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return config{}, fmt.Errorf("%s=%q: at most %s: the HTTP server's write timeout and the shutdown grace are the longest an order may run + %s",
 			name, *vals[name], maxOrderSpan, writeTimeoutSlack)
 	}
-	if cfg.fenceRetention, err = parseDuration("SECKILL_FENCE_RETENTION", *vals["SECKILL_FENCE_RETENTION"], time.Minute); err != nil {
+	// The retention bounds the fence rows, which only fenced orders write: unfenced, it is
+	// still read (a typo is refused) but not held to its floors.
+	minRetention := time.Duration(0)
+	if o.Fencing {
+		minRetention = time.Minute
+	}
+	if cfg.fenceRetention, err = parseDuration("SECKILL_FENCE_RETENTION", *vals["SECKILL_FENCE_RETENTION"], minRetention); err != nil {
 		return config{}, err
 	}
 	if _, err := cfg.appConfig().EffectiveFenceRetention(); err != nil {
@@ -218,9 +229,6 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return config{}, err
 	}
 	if cfg.etcdAddrs, err = parseAddrs("SECKILL_ETCD_ENDPOINTS", *vals["SECKILL_ETCD_ENDPOINTS"]); err != nil {
-		return config{}, err
-	}
-	if err := cfg.parseAsync(vals); err != nil {
 		return config{}, err
 	}
 	return cfg, nil

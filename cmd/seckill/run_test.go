@@ -559,6 +559,26 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// TestUnfencedStartIgnoresFenceRetention: where the orders are not fenced (fencing off, a
+// lock without tokens, the asynchronous mode) SECKILL_FENCE_RETENTION is not used, and its
+// floors (a minute, ten order deadlines) refuse no start; a value that is no duration still
+// is. Before, each of these starts was refused, the last one without the setting even set.
+func TestUnfencedStartIgnoresFenceRetention(t *testing.T) {
+	for _, args := range [][]string{
+		{"-fencing", "off", "-lock-ttl", "30s", "-order-timeout", "10s", "-fence-retention", "1m"},
+		{"-fencing", "off", "-fence-retention", "30s"},
+		{"-lock", "redlock", "-lock-ttl", "30s", "-order-timeout", "10s", "-fence-retention", "1m"},
+		{"-lock", "none", "-lock-ttl", "30s", "-order-timeout", "10s", "-fence-retention", "1m"},
+		{"-order-mode", "async", "-lock-ttl", "30s", "-order-timeout", "10s", "-fence-retention", "1m"},
+		{"-fencing", "off", "-lock-ttl", "4h", "-order-timeout", "3h"},
+	} {
+		_, err := parseConfig("serve", args, func(string) string { return "" }, io.Discard, nil)
+		assert.NoError(t, err, "%v", args)
+	}
+	_, err := parseConfig("serve", []string{"-fencing", "off", "-fence-retention", "a day"}, func(string) string { return "" }, io.Discard, nil)
+	assert.ErrorContains(t, err, `SECKILL_FENCE_RETENTION="a day"`)
+}
+
 // TestUsageHidesSecrets: the usage that -h and a mistyped flag print (to stderr, so to the
 // instance's log) never shows the admin token or the database password from the environment,
 // while the environment still configures the run and a flag still overrides it.

@@ -106,11 +106,6 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	if err != nil {
 		return nil, fmt.Errorf("app: %w", err)
 	}
-	if cfg.OrderMode == ModeAsync {
-		// The admission script decides every order and no order takes the per-user lock, so
-		// there is no write for a fencing token to guard.
-		cfg.Order.Fencing = false
-	}
 	if cfg.Order.Fencing {
 		log.Info("order writes are fenced with the lock's fencing tokens", "lock", cfg.Lock,
 			"lock_ttl", cfg.Order.LockTTL, "order_timeout", cfg.Order.EffectiveTimeout(), "fence_retention", retention)
@@ -216,15 +211,21 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	return inst, nil
 }
 
-// OrderConfig is c.Order with fencing decided by c.Lock and c.Fencing (Fences), the token
-// source named after the lock, and validated. Fencing set on explicitly (FencingOn, not the
-// default) also lets an order's deadline exceed the lock's lease (order.Config.OutliveLease):
-// the fence refuses the write of an order that outlived it. Otherwise the deadline must also
-// be shorter than the lock's validity where that is less than the lease (RedLock's).
+// OrderConfig is c.Order with fencing decided by c.Lock and c.Fencing (Fences), and off in
+// the asynchronous mode, the token source named after the lock, and validated. Fencing set on
+// explicitly (FencingOn, not the default) also lets an order's deadline exceed the lock's
+// lease (order.Config.OutliveLease): the fence refuses the write of an order that outlived
+// it. Otherwise the deadline must also be shorter than the lock's validity where that is less
+// than the lease (RedLock's).
 func (c Config) OrderConfig() (order.Config, error) {
 	on, err := Fences(c.Lock, c.Fencing)
 	if err != nil {
 		return order.Config{}, err
+	}
+	if c.OrderMode == ModeAsync {
+		// The admission script decides every order and no order takes the per-user lock, so
+		// there is no write for a fencing token to guard.
+		on = false
 	}
 	o := c.Order
 	o.Fencing, o.TokenSource = on, c.Lock

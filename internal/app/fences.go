@@ -29,17 +29,22 @@ const (
 )
 
 // EffectiveFenceRetention is c.FenceRetention or its default, checked against the order deadline
-// that c.OrderConfig gives.
+// that c.OrderConfig gives when the orders are fenced. When they are not (fencing off, a lock
+// that hands out no token, the asynchronous mode), no fence row is written or deleted: the
+// retention is not used, and not checked.
 func (c Config) EffectiveFenceRetention() (time.Duration, error) {
 	o, err := c.OrderConfig()
 	if err != nil {
 		return 0, err
 	}
-	orderTimeout := o.EffectiveTimeout()
 	r := c.FenceRetention
 	if r == 0 {
 		r = DefaultFenceRetention
 	}
+	if !o.Fencing {
+		return r, nil
+	}
+	orderTimeout := o.EffectiveTimeout()
 	if orderTimeout > math.MaxInt64/fenceRetentionPerTimeout {
 		// Their product would wrap around, negative or short, and pass any retention.
 		return 0, fmt.Errorf("fence retention %s: %d order deadlines of %s exceed the longest duration (%s): no retention spans them",

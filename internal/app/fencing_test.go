@@ -12,6 +12,7 @@ import (
 
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/lock"
+	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/testenv"
 )
 
@@ -78,5 +79,48 @@ func TestRedisGuardCountsGrantsOnlyWhenFenced(t *testing.T) {
 			assert.Zero(t, token, "fencing off: no token")
 		}
 		require.NoError(t, l.Unlock(ctx))
+	}
+}
+
+// TestFenceRetentionCheckedOnlyWhenFenced: the retention's floors (a minute, ten order
+// deadlines) hold only where the orders are fenced. Fencing off, a lock without tokens
+// (redlock, local, none) or the asynchronous mode write no fence row, and a start is not
+// refused for a retention that nothing uses: before, each of them was.
+func TestFenceRetentionCheckedOnlyWhenFenced(t *testing.T) {
+	long := order.Config{LockTTL: 30 * time.Second, Timeout: 10 * time.Second} // floor: 100 s
+	for _, tt := range []struct {
+		name    string
+		cfg     Config
+		wantErr string
+	}{
+		{"redis, auto", Config{Lock: "redis", Order: long, FenceRetention: time.Minute}, "must be at least 1m40s"},
+		{"redis, on", Config{Lock: "redis", Fencing: FencingOn, Order: long, FenceRetention: time.Minute}, "must be at least 1m40s"},
+		{"redis, on, under a minute", Config{Lock: "redis", Fencing: FencingOn, FenceRetention: 30 * time.Second}, "must be at least 1m0s"},
+		{"redis, off", Config{Lock: "redis", Fencing: FencingOff, Order: long, FenceRetention: time.Minute}, ""},
+		{"redis, off, under a minute", Config{Lock: "redis", Fencing: FencingOff, FenceRetention: 30 * time.Second}, ""},
+		{"redlock, auto", Config{Lock: "redlock", Order: long, FenceRetention: time.Minute}, ""},
+		{"none, auto", Config{Lock: "none", Order: long, FenceRetention: time.Minute}, ""},
+		{"async, redis, auto", Config{Lock: "redis", OrderMode: ModeAsync, Order: long, FenceRetention: time.Minute}, ""},
+		{"async, redis, on", Config{Lock: "redis", Fencing: FencingOn, OrderMode: ModeAsync, Order: long, FenceRetention: time.Minute}, ""},
+		// The default retention, a day, under ten deadlines of 3 h: was refused unfenced too.
+		{"redis, off, deadline of 3h", Config{Lock: "redis", Fencing: FencingOff,
+			Order: order.Config{LockTTL: 4 * time.Hour, Timeout: 3 * time.Hour}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := tt.cfg.EffectiveFenceRetention()
+			if tt.wantErr != "" {
+				assert.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			want := tt.cfg.FenceRetention
+			if want == 0 {
+				want = DefaultFenceRetention
+			}
+			assert.Equal(t, want, r)
+			o, err := tt.cfg.OrderConfig()
+			require.NoError(t, err)
+			assert.False(t, o.Fencing, "no retention check, so no fencing either")
+		})
 	}
 }
