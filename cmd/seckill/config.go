@@ -450,7 +450,20 @@ func newInstance(ctx context.Context, log *slog.Logger, cfg app.Config, st *app.
 			"zookeeper": "SECKILL_ZOOKEEPER_ADDRS (`scripts/services.sh up zookeeper` starts one on 127.0.0.1:2181)",
 			"etcd":      "SECKILL_ETCD_ENDPOINTS (`scripts/services.sh up etcd` starts one on 127.0.0.1:2379)",
 		}[be.Kind]
+		if be.NodeTimeout > 0 {
+			return nil, fmt.Errorf("SECKILL_LOCK=%s: %w; if the nodes are up, give them longer with a longer %s; else check %s",
+				be.Kind, err, orderTimeoutSetting(cfg.Order), hint)
+		}
 		return nil, fmt.Errorf("SECKILL_LOCK=%s: %w; check %s", be.Kind, err, hint)
 	}
 	return inst, err
+}
+
+// orderTimeoutSetting names the setting of o's order deadline, and says where an unset one's
+// value comes from.
+func orderTimeoutSetting(o order.Config) string {
+	if o.Timeout > 0 {
+		return "SECKILL_ORDER_TIMEOUT (" + o.Timeout.String() + ")"
+	}
+	return fmt.Sprintf("SECKILL_ORDER_TIMEOUT (unset: %s, the shorter of %s and half SECKILL_LOCK_TTL)", o.EffectiveTimeout(), order.DefaultTimeout)
 }

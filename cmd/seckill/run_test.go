@@ -472,6 +472,15 @@ func TestServeFailsWithoutItsLockBackend(t *testing.T) {
 	for _, ln := range held {
 		require.NoError(t, ln.Close())
 	}
+	// Nodes that take connections (the kernel's backlog) but never answer: as slow as nodes
+	// that are up but slower than a quarter of the order deadline, which is all each is given.
+	var hung []string
+	for range 5 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = ln.Close() })
+		hung = append(hung, ln.Addr().String())
+	}
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -479,6 +488,16 @@ func TestServeFailsWithoutItsLockBackend(t *testing.T) {
 	}{
 		{"redlock, two of five", map[string]string{"SECKILL_LOCK": "redlock", "SECKILL_REDLOCK_ADDRS": strings.Join(append(live, dead...), ",")},
 			[]string{"SECKILL_REDLOCK_ADDRS", "2 of 5 nodes answer PING, a quorum is 3", dead[0], "scripts/services.sh up"}},
+		// Before, this said only "i/o timeout; check SECKILL_REDLOCK_ADDRS", as for nodes that
+		// are down, when a deadline of 1 ms gave nodes that were up 250 µs each.
+		{"redlock, nodes slower than their share of the order deadline", map[string]string{"SECKILL_LOCK": "redlock",
+			"SECKILL_REDLOCK_ADDRS": strings.Join(hung, ","), "SECKILL_ORDER_TIMEOUT": "40ms"},
+			[]string{"0 of 5 nodes answer PING", "each node was given 10ms to answer, 1/4 of the order deadline of 40ms",
+				"a longer SECKILL_ORDER_TIMEOUT (40ms)", "else check SECKILL_REDLOCK_ADDRS"}},
+		{"redlock, nodes slower than their share of the default order deadline", map[string]string{"SECKILL_LOCK": "redlock",
+			"SECKILL_REDLOCK_ADDRS": strings.Join(hung, ","), "SECKILL_LOCK_TTL": "80ms"},
+			[]string{"each node was given 10ms to answer, 1/4 of the order deadline of 40ms",
+				"a longer SECKILL_ORDER_TIMEOUT (unset: 40ms, the shorter of 2s and half SECKILL_LOCK_TTL)"}},
 		{"zookeeper", map[string]string{"SECKILL_LOCK": "zookeeper", "SECKILL_ZOOKEEPER_ADDRS": dead[0]},
 			[]string{"SECKILL_ZOOKEEPER_ADDRS", dead[0], "scripts/services.sh up zookeeper"}},
 		{"etcd", map[string]string{"SECKILL_LOCK": "etcd", "SECKILL_ETCD_ENDPOINTS": dead[0]},

@@ -124,6 +124,7 @@ func TestRedLockQuorum(t *testing.T) {
 	var be *app.LockBackendError
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, "redlock", be.Kind)
+	assert.Zero(t, be.NodeTimeout, "nodes that refuse connections are down, not slower than the order deadline allows")
 	assert.ErrorIs(t, err, lock.ErrNoQuorum)
 	for _, a := range addrs[2:] {
 		assert.Contains(t, err.Error(), a, "a node that did not answer")

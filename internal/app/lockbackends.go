@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -35,7 +36,12 @@ const redLockNodeShare = 4
 type LockBackendError struct {
 	Kind  string
 	Addrs []string
-	Err   error
+	// NodeTimeout, when set, is how long each server was given to answer, a share of the order
+	// deadline (RedLock's nodes, redLockNodeShare), and every server that failed ran out of
+	// it: servers that are up but slower than that fail the start as servers that are down do,
+	// and a longer order deadline is what gives them longer.
+	NodeTimeout time.Duration
+	Err         error
 }
 
 func (e *LockBackendError) Error() string {
@@ -88,10 +94,20 @@ func newRedLockGuard(env LockEnv) (Guard, error) {
 		}
 		return errors.Join(errs...)
 	}
-	quorum := func(ctx context.Context) error { return pingQuorum(ctx, nodes, addrs) }
-	if err := quorum(env.Ctx); err != nil {
+	quorum := func(ctx context.Context) error {
+		_, err := pingQuorum(ctx, nodes, addrs)
+		return err
+	}
+	if timedOut, err := pingQuorum(env.Ctx, nodes, addrs); err != nil {
 		_ = closeNodes()
-		return Guard{}, &LockBackendError{Kind: "redlock", Addrs: addrs, Err: err}
+		be := &LockBackendError{Kind: "redlock", Addrs: addrs, Err: err}
+		// Past LockConnectTimeout it is the start's own bound that ran out, not the nodes'.
+		if timedOut && timeout < LockConnectTimeout {
+			be.NodeTimeout = timeout
+			be.Err = fmt.Errorf("%w; each node was given %s to answer, 1/%d of the order deadline of %s",
+				err, timeout, redLockNodeShare, env.OrderTimeout)
+		}
+		return Guard{}, be
 	}
 	return Guard{
 		Locks: lock.NewRedLocks(clients, env.Process, redLockOptions(timeout)),
@@ -101,8 +117,9 @@ func newRedLockGuard(env LockEnv) (Guard, error) {
 }
 
 // pingQuorum PINGs every node at once and reports an error wrapping lock.ErrNoQuorum, with
-// the failing nodes' errors, when fewer than a quorum (len/2+1) answer.
-func pingQuorum(ctx context.Context, nodes []*redis.Client, addrs []string) error {
+// the failing nodes' errors, when fewer than a quorum (len/2+1) answer; timedOut then says
+// whether every node that failed ran out of time (rather than refused the connection, say).
+func pingQuorum(ctx context.Context, nodes []*redis.Client, addrs []string) (timedOut bool, err error) {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -110,18 +127,21 @@ func pingQuorum(ctx context.Context, nodes []*redis.Client, addrs []string) erro
 	}
 	wg.Wait()
 	answered, failed := 0, []string(nil)
+	timedOut = true
 	for i, err := range errs {
 		if err != nil {
 			failed = append(failed, addrs[i]+": "+err.Error())
+			var ne net.Error // an I/O deadline, and context.DeadlineExceeded too
+			timedOut = timedOut && errors.As(err, &ne) && ne.Timeout()
 			continue
 		}
 		answered++
 	}
 	if q := len(nodes)/2 + 1; answered < q {
-		return fmt.Errorf("%w: %d of %d nodes answer PING, a quorum is %d (%s)",
+		return timedOut, fmt.Errorf("%w: %d of %d nodes answer PING, a quorum is %d (%s)",
 			lock.ErrNoQuorum, answered, len(nodes), q, strings.Join(failed, "; "))
 	}
-	return nil
+	return false, nil
 }
 
 // newZooKeeperGuard opens the instance's ZooKeeper session, waiting for it within env.Ctx.
