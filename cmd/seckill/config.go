@@ -191,6 +191,15 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return config{}, fmt.Errorf("SECKILL_FENCING=%q, SECKILL_LOCK=%q: %w", cfg.fencing, cfg.lock, err)
 	}
 	o, err := cfg.appConfig().OrderConfig()
+	if ve := (*app.ValidityError)(nil); errors.As(err, &ve) {
+		// One setting is at fault, and the message names it: the lease when it leaves no
+		// validity at all, else the order deadline (maybe a default the user never set).
+		if ve.Validity <= 0 {
+			return config{}, fmt.Errorf("SECKILL_LOCK_TTL=%q with SECKILL_LOCK=%s: %w; want a longer lease", *vals["SECKILL_LOCK_TTL"], cfg.lock, err)
+		}
+		return config{}, fmt.Errorf("%s with SECKILL_LOCK=%s and SECKILL_LOCK_TTL=%q: %w; want a shorter deadline or a longer lease",
+			orderTimeoutSetting(o), cfg.lock, *vals["SECKILL_LOCK_TTL"], err)
+	}
 	if err != nil {
 		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING, SECKILL_LOCK: %w", err)
 	}

@@ -692,11 +692,19 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		// A RedLock is valid for its lease less the drift allowance (1 % + 2 ms): a 2 ms lease
 		// leaves none, and every TryLock failed (every order 503) while /readyz said ready.
 		{"redlock lease within its drift allowance", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-lock", "redlock", "-lock-ttl", "2ms"}, nil,
-			"redlock lease of 2ms is valid for -20µs"},
+			`SECKILL_LOCK_TTL="2ms" with SECKILL_LOCK=redlock: a redlock lease of 2ms is valid for -20µs, nothing after its drift allowance (2.02ms)`},
 		// An order deadline between the validity and the lease let an order write after its
 		// RedLock had stopped being its own.
 		{"redlock order deadline past the lease's validity", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-lock", "redlock",
-			"-lock-ttl", "10s", "-order-timeout", "9950ms"}, nil, "order timeout 9.95s must be shorter than 9.898s"},
+			"-lock-ttl", "10s", "-order-timeout", "9950ms"}, nil,
+			`SECKILL_ORDER_TIMEOUT (9.95s) with SECKILL_LOCK=redlock and SECKILL_LOCK_TTL="10s": order timeout 9.95s must be shorter than 9.898s: ` +
+				"a redlock lease of 10s is valid for that long (the rest, 102ms, is its drift allowance)"},
+		// Half a 3 ms lease, the default deadline, is past its validity: the message blamed
+		// "SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING,
+		// SECKILL_LOCK" for an "order timeout 1.5ms" that no setting said.
+		{"redlock default order deadline past the lease's validity", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-lock", "redlock",
+			"-lock-ttl", "3ms"}, nil, `SECKILL_ORDER_TIMEOUT (unset: 1.5ms, the shorter of 2s and half SECKILL_LOCK_TTL) with SECKILL_LOCK=redlock and SECKILL_LOCK_TTL="3ms": ` +
+			"order timeout 1.5ms must be shorter than 970µs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -242,12 +242,28 @@ func (c Config) OrderConfig() (order.Config, error) {
 		lease = order.DefaultLockTTL
 	}
 	// RedLock's TryLock refuses a lease with no validity left: every order would fail.
-	if v := validity(lease); v <= 0 {
-		return o, fmt.Errorf("a %s lease of %s is valid for %s, nothing after its drift allowance: every attempt to take the lock would be refused", c.Lock, lease, v)
-	} else if t := o.EffectiveTimeout(); t >= v {
-		return o, fmt.Errorf("order timeout %s must be shorter than %s: a %s lease of %s is valid for that long (the rest is its drift allowance), and the lock must outlive every order that holds it", t, v, c.Lock, lease)
+	if v, t := validity(lease), o.EffectiveTimeout(); v <= 0 || t >= v {
+		return o, &ValidityError{Lock: c.Lock, Lease: lease, Validity: v, Timeout: t}
 	}
 	return o, nil
+}
+
+// ValidityError reports a lock whose lease, less what its validity takes off (RedLock's drift
+// allowance), does not outlast the order deadline: Validity is nothing (every attempt to take
+// the lock would be refused), or not longer than Timeout.
+type ValidityError struct {
+	Lock                     string
+	Lease, Validity, Timeout time.Duration
+}
+
+func (e *ValidityError) Error() string {
+	drift := e.Lease - e.Validity
+	if e.Validity <= 0 {
+		return fmt.Sprintf("a %s lease of %s is valid for %s, nothing after its drift allowance (%s): every attempt to take the lock would be refused",
+			e.Lock, e.Lease, e.Validity, drift)
+	}
+	return fmt.Sprintf("order timeout %s must be shorter than %s: a %s lease of %s is valid for that long (the rest, %s, is its drift allowance), and the lock must outlive every order that holds it",
+		e.Timeout, e.Validity, e.Lock, e.Lease, drift)
 }
 
 // checkSchema fails early, and says what to do, when the migrations have not been applied,
