@@ -70,17 +70,31 @@ log() { printf '== %s\n' "$*"; }
 machine() { uptime | sed 's/.*load average/load average/'; }
 
 cleanup() { scripts/cluster.sh down >/dev/null 2>&1 || true; }
+# The vouchers this run created, each on sale for 2 h with up to millions of orders. end_sales
+# ends the sales of those still on sale: every asynchronous instance that starts on this
+# database while one is on sale loads it, and its users, into Redis at start (the next async
+# point of this run, the next run, any async instance on LOADTEST_DSN). It runs once the
+# cluster that sold them is down: before each new cluster, and at exit, failed or interrupted
+# too (the EXIT trap, which bash runs on SIGINT and SIGTERM as well). The service has no
+# means to end a sale; `harness end-sales` is one UPDATE of seckill_vouchers.end_time.
+vouchers=()
+end_sales() {
+	((${#vouchers[@]} > 0)) || return 0
+	bin/harness end-sales -dsn "$LOADTEST_DSN" "${vouchers[@]}" >>"$OUT/end-sales.txt" 2>&1 ||
+		{ echo "scaling: could not end the sales of vouchers ${vouchers[*]} ($OUT/end-sales.txt)" >&2; return 1; }
+}
 # shellcheck source=own-redis.sh
 source scripts/own-redis.sh
 # shellcheck source=ticks.sh
 source scripts/ticks.sh
-trap 'cleanup; own_redis_stop' EXIT
+trap 'cleanup; end_sales || true; own_redis_stop' EXIT
 [[ -n ${SECKILL_REDIS_ADDR:-} ]] || own_redis_start scaling "${SCALING_REDIS_PORT:-16389}" "$OUT/redis"
 REDIS_ADDR=$SECKILL_REDIS_ADDR
 
 # up MODE N: a fresh cluster of N instances in MODE and a voucher on sale, its id in $voucher.
 up() {
 	scripts/cluster.sh down >/dev/null 2>&1
+	end_sales
 	CLUSTER_INSTANCES=$2 SECKILL_ORDER_MODE=$1 scripts/cluster.sh up 2>"$OUT/cluster.log" || { cat "$OUT/cluster.log" >&2; exit 1; }
 	local now
 	now=$(date -u +%s)
@@ -88,6 +102,7 @@ up() {
 		-d "{\"title\":\"scaling $1 $2\",\"stock\":$STOCK,\"beginTime\":\"$(date -u -d @$((now - 60)) +%FT%TZ)\",\"endTime\":\"$(date -u -d @$((now + 7200)) +%FT%TZ)\"}" |
 		sed -n 's/.*"id":\([0-9]*\).*/\1/p')
 	[[ -n $voucher ]] || { echo "scaling: could not create the voucher" >&2; exit 1; }
+	vouchers+=("$voucher")
 }
 
 # instance_cpu: user+system CPU of the running instances so far, in clock ticks. Read around a

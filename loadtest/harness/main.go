@@ -10,6 +10,7 @@
 //	harness chaos-check -experiment NAME -dir DIR -events FILE -dsn DSN [-timeout 5m] ...
 //	harness rate     -url URL -voucher ID -rate 5000 -duration 10s [-out FILE]
 //	harness drain    -dsn DSN -redis ADDR -voucher ID [-timeout 2m]
+//	harness end-sales -dsn DSN ID...
 //	harness chart    -in run/scaling/points.csv -out docs/loadtest-scaling.svg
 package main
 
@@ -32,6 +33,7 @@ commands:
   chaos-check  one chaos experiment's figures and thresholds, and the SQL verdict (scripts/chaos.sh)
   rate       an open loop of orders at a fixed rate, every request a new user: answers and latency (scripts/scaling.sh)
   drain      wait until an async voucher's admitted orders are all in MySQL; the writers' rate
+  end-sales  end now the sales of the vouchers named that are still on sale (scripts/scaling.sh)
   chart      draw scripts/scaling.sh's measurements as an SVG chart
 `
 
@@ -66,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRate(ctx, rest, stdout, stderr)
 	case "drain":
 		return runDrain(ctx, rest, stdout, stderr)
+	case "end-sales":
+		return runEndSales(ctx, rest, stdout, stderr)
 	case "chart":
 		return runChart(rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
