@@ -267,6 +267,40 @@ func TestCreateVoucherStrictJSON(t *testing.T) {
 	}
 }
 
+// TestCreateVoucherTimesAreRFC3339: beginTime and endTime are RFC 3339 date-times, as the
+// contract says (format date-time); the forms time.Parse takes beyond it, a one-digit hour and
+// a comma before the fraction, are refused.
+func TestCreateVoucherTimesAreRFC3339(t *testing.T) {
+	tests := []struct {
+		name, begin string
+		wantOK      bool
+	}{
+		{"UTC", "2026-01-01T08:00:00Z", true},
+		{"offset and fraction", "2026-01-01T08:00:00.5+08:00", true},
+		{"one-digit hour", "2026-01-01T8:00:00Z", false},
+		{"one-digit hour with an offset", "2026-01-01T8:00:00+08:00", false},
+		{"comma before the fraction", "2026-01-01T08:00:00,5Z", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := &fakeVouchers{}
+			h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
+			body := `{"title":"t","stock":1,"beginTime":"` + tt.begin + `","endTime":"2027-01-01T00:00:00Z"}`
+			w := serve(t, h, request{"POST", "/api/vouchers", admin, body})
+			if tt.wantOK {
+				require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
+				return
+			}
+			require.Equal(t, http.StatusBadRequest, w.Code, "body %s", w.Body)
+			requireErrorBody(t, w, api.CodeInvalidArgument)
+			var e api.ErrorBody
+			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
+			assert.Contains(t, e.Error.Message, `"`+tt.begin+`" is not an RFC 3339 date-time`)
+			assert.Empty(t, vs.created, "a refused body reached the service")
+		})
+	}
+}
+
 // TestOrderRefusesBody: an order request with a body, of a known length or chunked, is
 // refused before the service, and its connection closed, so that net/http does not wait
 // for that body before it answers.

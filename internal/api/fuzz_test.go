@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/big"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"testing"
@@ -135,7 +137,22 @@ type voucherRequest struct {
 	Title, SubTitle, Rules string
 	PayValue, ActualValue  int64
 	Stock                  *int
-	BeginTime, EndTime     time.Time
+	BeginTime, EndTime     oracleTime
+}
+
+// rfc3339DateTime is RFC 3339's date-time (section 5.6), with its upper-case T and Z.
+var rfc3339DateTime = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$`)
+
+// oracleTime is a documented time: an RFC 3339 date-time, which time.Time's own reading
+// takes more than (a one-digit hour, a comma before the fraction), and whose values it reads.
+type oracleTime struct{ time.Time }
+
+func (o *oracleTime) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil && !rfc3339DateTime.MatchString(s) {
+		return errors.New("not an RFC 3339 date-time")
+	}
+	return o.Time.UnmarshalJSON(b)
 }
 
 // validVoucher reports whether body is a valid voucher by the API's documented rules: one
@@ -223,6 +240,8 @@ func FuzzCreateVoucherBody(f *testing.F) {
 		`{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`,
 		`{"TITLE":"t","Stock":1,"begintime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"} trailing`,
 		`{"title":"\ud800","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T8:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T08:00:00,5Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1e2,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`null`, `[]`, `{}`, `{"stock":`, `"x"`, ``,
 		// One value and nothing after it; no member named twice, in any case, at any depth.
@@ -259,7 +278,7 @@ func FuzzCreateVoucherBody(f *testing.F) {
 		require.Positive(t, got.ID)
 		require.Equal(t, want.Title, got.Title)
 		require.Equal(t, *want.Stock, got.Stock)
-		for _, tm := range []struct{ sent, got time.Time }{{want.BeginTime, got.BeginTime}, {want.EndTime, got.EndTime}} {
+		for _, tm := range []struct{ sent, got time.Time }{{want.BeginTime.Time, got.BeginTime}, {want.EndTime.Time, got.EndTime}} {
 			require.Equal(t, tm.sent.UTC().Truncate(time.Millisecond), tm.got, "time sent %v", tm.sent)
 		}
 

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -13,14 +15,42 @@ import (
 )
 
 type createVoucherRequest struct {
-	Title       string    `json:"title"`
-	SubTitle    string    `json:"subTitle"`
-	Rules       string    `json:"rules"`
-	PayValue    int64     `json:"payValue"`
-	ActualValue int64     `json:"actualValue"`
-	Stock       *int      `json:"stock"`
-	BeginTime   time.Time `json:"beginTime"`
-	EndTime     time.Time `json:"endTime"`
+	Title       string   `json:"title"`
+	SubTitle    string   `json:"subTitle"`
+	Rules       string   `json:"rules"`
+	PayValue    int64    `json:"payValue"`
+	ActualValue int64    `json:"actualValue"`
+	Stock       *int     `json:"stock"`
+	BeginTime   dateTime `json:"beginTime"`
+	EndTime     dateTime `json:"endTime"`
+}
+
+// dateTime is a time in a request body, in RFC 3339's date-time form only (the contract's
+// format date-time). encoding/json reads a time.Time with time.Parse's RFC3339 layout, which
+// also takes a one-digit hour and a comma before the fraction (go.dev/issue/54580); a client
+// that sends those sends something other than the API defines, and is told so.
+type dateTime struct{ time.Time }
+
+// UnmarshalJSON refuses the forms time.Parse takes beyond RFC 3339 and reads the rest as
+// time.Time does; null leaves the time zero, as it does for a time.Time.
+func (d *dateTime) UnmarshalJSON(b []byte) error {
+	var s string
+	if string(b) != "null" && json.Unmarshal(b, &s) == nil && !rfc3339Digits(s) {
+		return fmt.Errorf("%q is not an RFC 3339 date-time such as 2026-01-01T08:00:00Z", s)
+	}
+	return d.Time.UnmarshalJSON(b)
+}
+
+// rfc3339Digits reports whether s has two digits of hour ("2006-01-02T15", where time.Parse
+// also takes one) and, if seconds have a fraction, a full stop before it (not a comma). The
+// rest of the form time.Parse checks itself.
+func rfc3339Digits(s string) bool {
+	const hourEnd = len("2006-01-02T15")
+	if len(s) <= hourEnd || s[hourEnd] != ':' {
+		return false
+	}
+	const secondsEnd = len("2006-01-02T15:04:05")
+	return len(s) <= secondsEnd || s[secondsEnd] != ','
 }
 
 type voucherResponse struct {
@@ -67,7 +97,7 @@ func createVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 		v, err := vouchers.Create(c.Request.Context(), voucher.Voucher{
 			Title: req.Title, SubTitle: req.SubTitle, Rules: req.Rules,
 			PayValue: req.PayValue, ActualValue: req.ActualValue, Stock: *req.Stock,
-			BeginTime: req.BeginTime, EndTime: req.EndTime,
+			BeginTime: req.BeginTime.Time, EndTime: req.EndTime.Time,
 		})
 		if err != nil {
 			writeServiceError(c, log, err)
