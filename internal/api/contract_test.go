@@ -229,8 +229,9 @@ func TestCreateVoucher(t *testing.T) {
 	assert.True(t, v.BeginTime.Equal(mustTime(t, "2026-11-22T00:00:00Z")), "beginTime passed %v", v.BeginTime)
 }
 
-// TestCreateVoucherStrictJSON: the body is one JSON value, no member named twice; white
-// space after it, unknown members and a name repeated in different objects are fine.
+// TestCreateVoucherStrictJSON: the body is one JSON value, no member named twice, the fields
+// named exactly (encoding/json would take "Stock" for "stock"); white space after it,
+// unknown members and a name repeated in different objects are fine.
 func TestCreateVoucherStrictJSON(t *testing.T) {
 	const tail = `"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`
 	tests := []struct {
@@ -243,7 +244,11 @@ func TestCreateVoucherStrictJSON(t *testing.T) {
 		{"data after", validVoucherBody + `,`, "after top-level value"},
 		{"a second object after", validVoucherBody + ` {}`, "after top-level value"},
 		{"stock twice", `{"title":"t","stock":1,"stock":1,` + tail, `duplicate key "stock"`},
-		{"title in two cases", `{"title":"t","stock":1,"Title":"u",` + tail, `duplicate key "Title"`},
+		{"title in two cases", `{"title":"t","stock":1,"Title":"u",` + tail, `member "Title": names are case-sensitive: the field is "title"`},
+		{"a field in another case", `{"title":"t","stoCk":1,` + tail, `member "stoCk": names are case-sensitive: the field is "stock"`},
+		{"a time in another case", `{"title":"t","stock":1,"BeginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`, `member "BeginTime"`},
+		{"a field's name in another case in a nested object", `{"title":"t","stock":1,"x":{"Stock":2},` + tail, ""},
+		{"an unknown member in two cases", `{"title":"t","stock":1,"color":"red","Color":"blue",` + tail, `duplicate key "Color"`},
 		{"unknown member twice", `{"title":"t","stock":1,"x":1,"x":1,` + tail, `duplicate key "x"`},
 		{"twice in a nested object", `{"title":"t","stock":1,"x":{"y":{"a":1,"b":{},"a":[]}},` + tail, `duplicate key "a"`},
 	}

@@ -5,15 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"unicode"
 )
 
-// decodeBody decodes a request body that must be exactly one JSON value into v. It refuses
-// what encoding/json's Decoder lets through: data after the value (two concatenated requests,
-// or a truncated edit, would otherwise pass as the first), and an object that names a member
-// twice (the last would silently win). Unknown members are ignored, as encoding/json does.
-// The body is read whole: its size is bounded by the limitBody middleware.
+// decodeBody decodes a request body that must be exactly one JSON value into v, a pointer to
+// a struct. It refuses what encoding/json lets through: data after the value (two
+// concatenated requests, or a truncated edit, would otherwise pass as the first), an object
+// that names a member twice (the last would silently win), and a member of the top-level
+// object named like one of v's fields in another case ("Stock" for "stock"): encoding/json
+// matches names regardless of case, while the API's names, like the OpenAPI document's, are
+// exact. Unknown members are ignored, as encoding/json does. The body is read whole: its size
+// is bounded by the limitBody middleware.
 func decodeBody(body io.Reader, v any) error {
 	data, err := io.ReadAll(body)
 	if err != nil {
@@ -23,14 +27,39 @@ func decodeBody(body io.Reader, v any) error {
 	if err := json.Unmarshal(data, v); err != nil {
 		return err
 	}
-	return checkDuplicateKeys(data)
+	return checkMembers(data, fieldNames(v))
 }
 
-// checkDuplicateKeys reports the first member name that one object of data, a valid JSON
-// value, carries twice. Names that differ only in case count as the same: encoding/json
-// matches them to the same field. It walks the tokens with a stack rather than recursing, so
-// that deep nesting costs heap, not stack.
-func checkDuplicateKeys(data []byte) error {
+// fieldNames maps the folded JSON name of each field of the struct v points to to the name
+// itself (see foldName).
+func fieldNames(v any) map[string]string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	names := map[string]string{}
+	if t.Kind() != reflect.Struct {
+		return names
+	}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+			continue
+		case name == "":
+			name = f.Name
+		}
+		names[foldName(name)] = name
+	}
+	return names
+}
+
+// checkMembers reports the first member name that one object of data, a valid JSON value,
+// carries twice, or that the top-level object carries in another case than fields' (folded
+// name to name). Names that differ only in case count as the same: encoding/json matches them
+// to the same field. It walks the tokens with a stack rather than recursing, so that deep
+// nesting costs heap, not stack.
+func checkMembers(data []byte, fields map[string]string) error {
 	type frame struct {
 		names   map[string]bool // nil in an array
 		wantKey bool            // in an object: the next token is a member name
@@ -56,6 +85,9 @@ func checkDuplicateKeys(data []byte) error {
 			}
 			name := tok.(string) // a valid object has only names here
 			folded := foldName(name)
+			if want, ok := fields[folded]; ok && len(stack) == 1 && name != want {
+				return fmt.Errorf("member %q: names are case-sensitive: the field is %q", name, want)
+			}
 			if top.names[folded] {
 				return fmt.Errorf("duplicate key %q", name)
 			}
