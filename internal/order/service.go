@@ -68,8 +68,9 @@ func LockName(userID int64) string { return "order:" + strconv.FormatInt(userID,
 // It returns voucher.ErrNotFound, ErrSaleNotActive, ErrSoldOut, ErrAlreadyOrdered (also when
 // the unique key caught a duplicate the lock let through, which is counted as
 // duplicate_blocked_by_db; an *AlreadyOrderedError with the existing order's id when it
-// could be read), ErrInProgress when another request of the user holds the lock,
-// ErrOverloaded when the instance already works on MaxInflight orders, and an error wrapping
+// could be read), ErrInProgress when another request of the user holds the lock, ErrFenced
+// when fencing is on and a newer holder of the user's lock fenced this order off (its lease
+// ran out mid-order; nothing was written), ErrOverloaded when the instance already works on MaxInflight orders, and an error wrapping
 // ErrUnavailable when Redis or the database failed or did not answer within the order's
 // deadline (Config.Timeout), or ctx was cancelled; then no order was placed, unless a commit
 // whose answer was lost went through, which a retry learns as ErrAlreadyOrdered.
