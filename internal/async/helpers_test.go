@@ -77,6 +77,30 @@ func (f *fixture) voucher(stock int) int64 {
 	return v.ID
 }
 
+// orderRows inserts n order rows of voucherID (below 10^15), users 1 to n, without taking
+// stock.
+func (f *fixture) orderRows(voucherID int64, n int) {
+	f.t.Helper()
+	now := time.Now().UTC()
+	for u := int64(1); u <= int64(n); u++ {
+		require.NoError(f.t, f.db.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?)",
+			voucherID*1000+u, u, voucherID, now, now).Error)
+	}
+}
+
+// loaded checks that voucherID's sale hash was created with stock, and that its users hash
+// holds users users.
+func (f *fixture) loaded(voucherID int64, stock, users int) {
+	f.t.Helper()
+	sale, us, _, _, _ := async.KeysOf(voucherID)
+	got, err := f.rdb.HGet(context.Background(), sale, "stock").Int()
+	require.NoError(f.t, err, "the sale hash was created")
+	assert.Equal(f.t, stock, got)
+	n, err := f.rdb.HLen(context.Background(), us).Result()
+	require.NoError(f.t, err)
+	assert.Equal(f.t, int64(users), n, "every user restored")
+}
+
 // writer starts a writer (named consumer) with the fixture's config; stopped when t ends.
 func (f *fixture) writer(consumer string, setup func(*async.Writer)) *async.Writer {
 	cfg := f.cfg

@@ -186,15 +186,15 @@ const (
 )
 
 // loadAtStart loads voucherID as Load does, and tries again when the load failed while both
-// stores still answer a ping: another instance loading the same voucher holds its row for as
-// long as it reads the voucher's orders (millions of rows take longer than the DSN's
-// readTimeout, on which this load's wait for the row fails), and once it has loaded the
-// voucher, a load here finds the sale hash and only registers it. That instance's load ends
-// within loadTimeout (its deadline rolls its transaction back) and it held the row before the
-// first attempt here began, so an attempt begun loadTimeout after the first one finds the row
-// free: one that fails then is the last. A store that does not answer fails the start at once
-// (fail closed), within the failed attempt plus storesPingTimeout. ctx, the start's deadline,
-// bounds the whole.
+// stores still answer a ping: another instance loading the same voucher holds its row while it
+// takes its snapshot of the books (Store.ReadBooks), which the DSN's readTimeout may not cover
+// when that instance waited for a writer's batch or stalled, and this load's wait for the row
+// then fails; once it has loaded the voucher, a load here finds the sale hash and only
+// registers it. That instance's load ends within loadTimeout (its deadline rolls its
+// transaction back) and it held the row before the first attempt here began, so an attempt
+// begun loadTimeout after the first one finds the row free: one that fails then is the last. A
+// store that does not answer fails the start at once (fail closed), within the failed attempt
+// plus storesPingTimeout. ctx, the start's deadline, bounds the whole.
 func (l *Loader) loadAtStart(ctx context.Context, voucherID int64) error {
 	first := time.Now()
 	pause := startRetryPause

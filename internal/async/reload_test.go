@@ -2,6 +2,8 @@ package async_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -9,8 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
 
 	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/migrations"
 )
 
 // TestReloadRestoresNoStatusOfWrittenOrder: the sale hash is lost while an order waits in the
@@ -178,6 +182,47 @@ func TestReloadWaitsForBatchInCommit(t *testing.T) {
 			got, has, err := f.statuses.OrderOf(ctx, 1, vid)
 			require.NoError(t, err)
 			assert.True(t, has && got == e.OrderID, "user 1 holds order %d (got %d, %v)", e.OrderID, got, has)
+		})
+	}
+}
+
+// TestLoadReadsTheOrdersWithoutTheRow: a load holds the voucher's row only until its snapshot
+// of the books is taken, not while it reads the voucher's orders. While it reads them (a GORM
+// callback at the orders' SELECT), another transaction takes the row within a second: a
+// writer's batch, or another instance's load, is not made to wait for a read that for millions
+// of orders outlasts the DSN's readTimeout (MySQL) or its own deadline (SQLite, whose write
+// lock the load held), on which its wait fails.
+func TestLoadReadsTheOrdersWithoutTheRow(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(10)
+			f.orderRows(vid, 3)
+
+			var reads atomic.Int32
+			var taken error
+			require.NoError(t, f.db.Callback().Row().Before("gorm:row").Register("test:take_row", func(tx *gorm.DB) {
+				if !strings.Contains(tx.Statement.SQL.String(), "FROM voucher_orders WHERE voucher_id = ?") {
+					return
+				}
+				reads.Add(1)
+				tctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				taken = f.db.WithContext(tctx).Connection(func(c *gorm.DB) error {
+					if f.db.Dialect == migrations.MySQL {
+						if err := c.Exec("SET SESSION innodb_lock_wait_timeout = 1").Error; err != nil {
+							return err
+						}
+					}
+					return c.Exec("UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?", vid).Error
+				})
+			}))
+
+			require.NoError(t, f.loader.Load(ctx, vid))
+			require.Equal(t, int32(1), reads.Load(), "the load read the orders once")
+			assert.NoError(t, taken, "another transaction took the voucher's row while the load read its orders")
+			f.loaded(vid, 10, 3)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package async
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -42,7 +43,7 @@ const (
 )
 
 // takeVoucherRow takes the voucher's row, changing nothing, and holds it to the transaction's
-// end: Write and Books wait there for a writer of the voucher in commit.
+// end: Write and ReadBooks wait there for a writer of the voucher in commit.
 const takeVoucherRow = "UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?"
 
 // Store writes admitted orders to the database and reads the books a reload starts from.
@@ -81,9 +82,9 @@ type Held func(ctx context.Context, es []Entry) error
 // transactions take the database's write lock at BEGIN, which serialises them the same way.)
 //
 // held, unless nil, runs after the stock UPDATE, while the voucher's row is held, with the
-// entries to be inserted; its error rolls everything back and is returned. Books takes the
-// same row first, so a reload reads the database either after this commit or before a held
-// check that then finds the entries gone (see Books).
+// entries to be inserted; its error rolls everything back and is returned. ReadBooks takes
+// the same row first, so a reload reads the database either after this commit or before a
+// held check that then finds the entries gone (see ReadBooks).
 func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
 	out := make([]Outcome, len(es))
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
@@ -152,47 +153,105 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Hel
 	return out, nil
 }
 
-// Books is a voucher as the database holds it: what a reload and reconcile start from.
+// Books is a voucher as the database holds it: what reconcile starts from.
 type Books struct {
 	Voucher voucher.Voucher
 	// Orders maps the order id of every order row of the voucher to its user.
 	Orders map[int64]int64
 }
 
-// Books reads voucherID and its order rows in one transaction, so that the stock and the rows
-// agree (the writer changes both in one transaction). voucher.ErrNotFound when there is no
-// such seckill voucher.
-//
-// It first takes the voucher's row as a writer does (an UPDATE that changes nothing), so it
-// waits for a Write holding it to commit or roll back, and reads what that left. A batch whose
-// held check passed before Redis lost its stream is then in the rows a reload starts from, and
-// one whose check comes after the reload's read finds its entries gone and is not committed:
-// either way the reload neither sells its units again nor frees its users. (SQLite's
-// transactions take the database's write lock at BEGIN, which serialises them the same way.)
+// booksPage is how many rows Books reads before it adds them to its map.
+const booksPage = 10_000
+
+// Books reads voucherID and its order rows as ReadBooks does, all of them into one map.
+// voucher.ErrNotFound when there is no such seckill voucher.
 func (s *Store) Books(ctx context.Context, voucherID int64) (Books, error) {
-	var b Books
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(takeVoucherRow, voucherID).Error; err != nil {
-			return fmt.Errorf("wait for the writers of voucher %d: %w", voucherID, err)
-		}
-		v, err := voucher.NewStore(tx).Get(ctx, voucherID)
-		if err != nil {
-			return err
-		}
-		var rows []struct{ ID, UserID int64 }
-		if err := tx.Raw("SELECT id, user_id FROM voucher_orders WHERE voucher_id = ?", voucherID).Scan(&rows).Error; err != nil {
-			return fmt.Errorf("read orders of voucher %d: %w", voucherID, err)
-		}
-		b = Books{Voucher: v, Orders: make(map[int64]int64, len(rows))}
-		for _, r := range rows {
-			b.Orders[r.ID] = r.UserID
+	orders := map[int64]int64{}
+	v, err := s.ReadBooks(ctx, voucherID, booksPage, func(ids, users []int64) error {
+		for i, id := range ids {
+			orders[id] = users[i]
 		}
 		return nil
 	})
-	if errors.Is(err, voucher.ErrNotFound) {
-		return Books{}, voucher.ErrNotFound
+	if err != nil {
+		return Books{}, err
 	}
-	return b, err
+	return Books{Voucher: v, Orders: orders}, nil
+}
+
+// ReadBooks reads voucherID and its order rows as of one moment, so that the stock and the
+// rows agree (the writer changes both in one transaction), and hands the rows to each, page
+// rows at a time (the order ids in ids, each one's user at the same index in users; both
+// slices are used again once each returns), without holding them all. each's error ends the
+// read and is returned; voucher.ErrNotFound when there is no such seckill voucher.
+//
+// That moment comes once it has taken the voucher's row as a writer does (an UPDATE that
+// changes nothing): it waits for a Write holding the row to commit or roll back, and reads
+// what that left. A batch whose held check passed before Redis lost its stream is then in the
+// rows a reload starts from, and one whose check comes after that moment finds its entries
+// gone and is not committed: either way the reload neither sells its units again nor frees
+// its users. (A batch of a stream Redis kept was in the stream the reload read first, and is
+// counted pending when it commits after that moment.) SQLite's write transactions take the
+// database's write lock at BEGIN, which serialises them the same way.
+//
+// The row is held until that moment only, not while the rows are read: a second transaction,
+// read-only and REPEATABLE READ (SQLite: a read transaction, WAL), makes its first read, the
+// voucher's, while the first one holds the row, which fixes its snapshot there; the first
+// then ends, and the rows are read from the snapshot, which a writer committing since does not
+// change. A writer, or another instance's load, thus waits for the row as long as one Write
+// takes and not for a read of millions of rows, which outlasts the DSN's readTimeout on which
+// its wait fails (or, on SQLite, its own deadline). ReadBooks takes two connections of the
+// pool at once, the snapshot's first, so that the row is never held while waiting for one.
+func (s *Store) ReadBooks(ctx context.Context, voucherID int64, page int, each func(ids, users []int64) error) (voucher.Voucher, error) {
+	var v voucher.Voucher
+	err := s.db.WithContext(ctx).Transaction(func(snap *gorm.DB) error {
+		if err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec(takeVoucherRow, voucherID).Error; err != nil {
+				return fmt.Errorf("wait for the writers of voucher %d: %w", voucherID, err)
+			}
+			// The snapshot's first read, while tx holds the row, fixes what it reads.
+			var err error
+			v, err = voucher.NewStore(snap).Get(ctx, voucherID)
+			return err
+		}); err != nil {
+			return err
+		}
+		return readOrders(snap, voucherID, page, each)
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if errors.Is(err, voucher.ErrNotFound) {
+		return voucher.Voucher{}, voucher.ErrNotFound
+	}
+	return v, err
+}
+
+// readOrders reads voucherID's order rows in tx and hands them to each, page at a time.
+func readOrders(tx *gorm.DB, voucherID int64, page int, each func(ids, users []int64) error) error {
+	rows, err := tx.Raw("SELECT id, user_id FROM voucher_orders WHERE voucher_id = ?", voucherID).Rows()
+	if err != nil {
+		return fmt.Errorf("read orders of voucher %d: %w", voucherID, err)
+	}
+	defer rows.Close()
+	ids, users := make([]int64, 0, page), make([]int64, 0, page)
+	for rows.Next() {
+		var id, user int64
+		if err := rows.Scan(&id, &user); err != nil {
+			return fmt.Errorf("read orders of voucher %d: %w", voucherID, err)
+		}
+		ids, users = append(ids, id), append(users, user)
+		if len(ids) == page {
+			if err := each(ids, users); err != nil {
+				return err
+			}
+			ids, users = ids[:0], users[:0]
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read orders of voucher %d: %w", voucherID, err)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return each(ids, users)
 }
 
 // OnSale returns the ids of the seckill vouchers whose sale has not ended at now.
