@@ -73,3 +73,10 @@ func AllKeysOf(voucherID int64) []string {
 	k := keysOf(voucherID)
 	return []string{k.sale, k.users, k.orders, k.stream, k.dead, k.attempts}
 }
+
+// SetLoadBounds bounds l's loads: each step (the first, then each page of page orders read and
+// restored, and the last) within step of the one before, the whole within step plus perOrder
+// per order restored.
+func SetLoadBounds(l *Loader, step, perOrder time.Duration, page int) {
+	l.bounds = loadBounds{step: step, perOrder: perOrder, page: page}
+}

@@ -21,8 +21,8 @@ var (
 )
 
 // restoreChunk is how many users one HSET restores, and restorePipeline how many of those
-// HSETs go to Redis in one round trip: a voucher that sold a million units restores its users
-// in 50 round trips.
+// HSETs go to Redis in one round trip: a page of a load (loadBounds.page) by default, so that
+// a voucher that sold a million units restores its users in 50 round trips.
 const (
 	restoreChunk    = 1000
 	restorePipeline = 20
@@ -31,9 +31,10 @@ const (
 // Loader loads vouchers from the database into Redis: when one is created, at start for those
 // Redis lacks, and when an admission finds one missing.
 type Loader struct {
-	rdb   redis.UniversalClient
-	store *Store
-	log   *slog.Logger
+	rdb    redis.UniversalClient
+	store  *Store
+	log    *slog.Logger
+	bounds loadBounds
 	// beforeCreate, when set (by the tests), runs after the books were read and the users
 	// restored, just before the sale hash is created.
 	beforeCreate func(voucherID int64)
@@ -49,7 +50,7 @@ type Loader struct {
 
 // NewLoader returns a loader from store into rdb.
 func NewLoader(rdb redis.UniversalClient, store *Store, log *slog.Logger) *Loader {
-	return &Loader{rdb: rdb, store: store, log: log}
+	return &Loader{rdb: rdb, store: store, log: log, bounds: defaultLoadBounds}
 }
 
 // Load creates voucherID's sale hash unless it exists. Its stock is the database's stock minus
@@ -62,15 +63,28 @@ func NewLoader(rdb redis.UniversalClient, store *Store, log *slog.Logger) *Loade
 // counted once (it is in the database's rows); read the other way round, it could be in
 // neither and its unit sold again.
 //
+// A load is bounded by its progress, not by one deadline, which callers share: each step (the
+// reads before the rows, each page of 20,000 rows read and restored, the creation) within
+// 30 s of the one before, and the whole within 30 s plus 30 µs per order restored (see
+// loadBounds): a voucher with ten million orders is given 5.5 minutes, and a store that
+// stops answering fails the load within 30 s, with an error that wraps ErrLoadStalled (or
+// ErrLoadTooSlow). These are not an order's deadline: an order that finds its voucher missing
+// waits for the load within its own deadline and gives up (503), while the load goes on for
+// the orders after it.
+//
 // Load does not try again when the load fails (LoadOnSale does, at start): the orders that
-// wait for it give up at their own deadline, shorter than one attempt, and answer 503, and the
+// wait for it give up at their own deadline, shorter than one step, and answer 503, and the
 // next order that finds the voucher missing starts the next attempt.
 func (l *Loader) Load(ctx context.Context, voucherID int64) error {
 	ch := l.loads.DoChan(strconv.FormatInt(voucherID, 10), func() (any, error) {
 		// Not the first caller's ctx alone: a caller that gives up must not fail the others.
-		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), loadTimeout)
-		defer cancel()
-		return nil, l.load(lctx, voucherID)
+		lctx, d, stop := withLoadDeadline(context.WithoutCancel(ctx), l.bounds)
+		defer stop()
+		err := l.load(lctx, d, voucherID)
+		if cause := context.Cause(lctx); err != nil && cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		return nil, err
 	})
 	select {
 	case r := <-ch:
@@ -80,13 +94,7 @@ func (l *Loader) Load(ctx context.Context, voucherID int64) error {
 	}
 }
 
-// loadTimeout bounds one load, which callers share. It is not an order's deadline: an order
-// that finds its voucher missing waits for the load within its own deadline and gives up
-// (503), while the load goes on for the orders after it. A voucher with a million orders
-// takes a few seconds (reading its rows from the database, restoring its users).
-const loadTimeout = 30 * time.Second
-
-func (l *Loader) load(ctx context.Context, voucherID int64) error {
+func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) error {
 	k := keysOf(voucherID)
 	if n, err := l.rdb.Exists(ctx, k.sale).Result(); err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
@@ -97,55 +105,83 @@ func (l *Loader) load(ctx context.Context, voucherID int64) error {
 	if err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
 	}
-	b, err := l.store.Books(ctx, voucherID)
+	// The stream's orders, each true once the database's rows show it written.
+	written := make(map[int64]bool, len(rb.stream))
+	for _, e := range rb.stream {
+		written[e.OrderID] = false
+	}
+	rows := 0
+	v, err := l.store.ReadBooks(ctx, voucherID, l.bounds.page, func(ids, users []int64) error {
+		for _, id := range ids {
+			if _, ok := written[id]; ok {
+				written[id] = true
+			}
+		}
+		if err := l.restore(ctx, k.users, ids, users); err != nil {
+			return fmt.Errorf("load voucher %d: restore users: %w", voucherID, err)
+		}
+		rows += len(ids)
+		d.progress(len(ids))
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	if l.afterBooks != nil {
 		l.afterBooks(voucherID)
 	}
-	var users []any
-	for id, user := range b.Orders {
-		users = append(users, user, id)
-	}
 	// Order id, user id, entry id and pending status of each order counted as pending. The
 	// statuses are restored by async_load.lua, only for entries still in the stream: one
 	// written and acknowledged since the database was read must not read pending again.
 	var pending []any
+	var ids, users []int64
 	for _, e := range rb.stream {
-		if _, written := b.Orders[e.OrderID]; written {
+		if written[e.OrderID] {
 			continue
 		}
 		pending = append(pending, e.OrderID, e.UserID, e.StreamID, pendingValue(e.UserID, e.At.UnixMilli()))
-		users = append(users, e.UserID, e.OrderID)
+		ids, users = append(ids, e.OrderID), append(users, e.UserID)
 	}
-	for i := 0; i < len(users); i += 2 * restoreChunk * restorePipeline {
-		_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for j := i; j < min(len(users), i+2*restoreChunk*restorePipeline); j += 2 * restoreChunk {
-				p.HSet(ctx, k.users, users[j:min(len(users), j+2*restoreChunk)]...)
-			}
-			return nil
-		})
-		if err != nil {
+	for i := 0; i < len(ids); i += l.bounds.page {
+		j := min(len(ids), i+l.bounds.page)
+		if err := l.restore(ctx, k.users, ids[i:j], users[i:j]); err != nil {
 			return fmt.Errorf("load voucher %d: restore users: %w", voucherID, err)
 		}
+		d.progress(j - i)
 	}
 	if l.beforeCreate != nil {
 		l.beforeCreate(voucherID)
 	}
 	// The script gives back the unit of every order counted here that was dead-lettered
 	// since the stream was read (see async_load.lua).
-	stock := b.Voucher.Stock - len(pending)/4
-	args := append([]any{stock, b.Voucher.BeginTime.UnixMilli(), b.Voucher.EndTime.UnixMilli()}, pending...)
+	stock := v.Stock - len(ids)
+	args := append([]any{stock, v.BeginTime.UnixMilli(), v.EndTime.UnixMilli()}, pending...)
 	created, err := loadScript.Run(ctx, l.rdb, []string{k.sale, k.users, k.orders, k.stream}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
 	}
 	if created == 1 {
 		l.log.Info("voucher loaded into redis", "voucher_id", voucherID, "stock_before_dead_letters", stock,
-			"database_stock", b.Voucher.Stock, "pending", len(pending)/4, "orders", len(b.Orders))
+			"database_stock", v.Stock, "pending", len(ids), "orders", rows)
 	}
 	return l.register(ctx, voucherID)
+}
+
+// restore sets each user's order (users[i] to ids[i]) in the users hash at key, in one round
+// trip of HSETs of restoreChunk users.
+func (l *Loader) restore(ctx context.Context, key string, ids, users []int64) error {
+	args := make([]any, 0, 2*min(len(ids), restoreChunk))
+	_, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := 0; i < len(ids); i += restoreChunk {
+			args = args[:0]
+			for j := i; j < min(len(ids), i+restoreChunk); j++ {
+				args = append(args, users[j], ids[j])
+			}
+			p.HSet(ctx, key, args...) // copies args
+		}
+		return nil
+	})
+	return err
 }
 
 // register adds voucherID to the set of streams the writers read.
@@ -187,14 +223,15 @@ const (
 
 // loadAtStart loads voucherID as Load does, and tries again when the load failed while both
 // stores still answer a ping: another instance loading the same voucher holds its row while it
-// takes its snapshot of the books (Store.ReadBooks), which the DSN's readTimeout may not cover
-// when that instance waited for a writer's batch or stalled, and this load's wait for the row
-// then fails; once it has loaded the voucher, a load here finds the sale hash and only
-// registers it. That instance's load ends within loadTimeout (its deadline rolls its
-// transaction back) and it held the row before the first attempt here began, so an attempt
-// begun loadTimeout after the first one finds the row free: one that fails then is the last. A
-// store that does not answer fails the start at once (fail closed), within the failed attempt
-// plus storesPingTimeout. ctx, the start's deadline, bounds the whole.
+// takes its snapshot of the books (Store.ReadBooks), which the DSN's readTimeout may not
+// cover when that instance waited for a writer's batch or stalled, and this load's wait for
+// the row then fails; once that instance has loaded the voucher, a load here finds the sale
+// hash and only registers it. That instance holds the row within the first step of its load
+// (its deadline, bounds.step, rolls the transaction back; the rows are read from the snapshot
+// after it let go of the row), and it held the row before the first attempt here began, so an
+// attempt begun bounds.step after the first one finds the row free: one that fails then is the
+// last. A store that does not answer fails the start at once (fail closed), within the failed
+// attempt plus storesPingTimeout. ctx, the start's deadline, bounds the whole.
 func (l *Loader) loadAtStart(ctx context.Context, voucherID int64) error {
 	first := time.Now()
 	pause := startRetryPause
@@ -207,7 +244,7 @@ func (l *Loader) loadAtStart(ctx context.Context, voucherID int64) error {
 		if l.startFailed != nil {
 			l.startFailed(voucherID, attempt, err)
 		}
-		if errors.Is(err, voucher.ErrNotFound) || ctx.Err() != nil || began.Sub(first) >= loadTimeout {
+		if errors.Is(err, voucher.ErrNotFound) || ctx.Err() != nil || began.Sub(first) >= l.bounds.step {
 			return err
 		}
 		if perr := l.storesAnswer(ctx); perr != nil {
