@@ -52,7 +52,8 @@ type Config struct {
 	// the time a batch takes to commit.
 	ClaimIdle time.Duration
 	// MaxAttempts is how often an order may be refused by the database (not: the database
-	// unreachable) before it is dead-lettered and its reservation released.
+	// unreachable, nor a failure that says nothing against the order, database.IsTransient)
+	// before it is dead-lettered and its reservation released.
 	MaxAttempts int
 	// DBDownBound is how long the writer may fail to reach the database before Ready fails.
 	DBDownBound time.Duration

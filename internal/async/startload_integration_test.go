@@ -25,19 +25,35 @@ import (
 const loaderReadTimeout = time.Second
 
 // startFixture is the asynchronous mode over the database at dsn, migrated, opened with
-// loaderReadTimeout, and a redis-server of the test's own.
-func startFixture(t *testing.T, dsn string) *fixture {
+// loaderReadTimeout, and a redis-server of the test's own, configured with cfg.
+func startFixture(t *testing.T, dsn string, cfg async.Config) *fixture {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
+	dc, err := mysql.ParseDSN(dsn)
 	require.NoError(t, err)
-	cfg.ReadTimeout = loaderReadTimeout
+	dc.ReadTimeout = loaderReadTimeout
 	ctx := context.Background()
-	db, err := database.OpenMySQL(ctx, cfg.FormatDSN(), database.Pool{MaxOpen: 4})
+	db, err := database.OpenMySQL(ctx, dc.FormatDSN(), database.Pool{MaxOpen: 4})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	_, err = db.Migrate(ctx)
 	require.NoError(t, err)
-	return newFixture(t, store{name: "real", rdb: testenv.StartRedisServer(t).Client(), db: db}, async.Config{})
+	return newFixture(t, store{name: "real", rdb: testenv.StartRedisServer(t).Client(), db: db}, cfg)
+}
+
+// holdVoucherRow takes voucherID's row, as a writer or a load does, in a transaction of its own
+// on a connection to dsn (other), and holds it until hold ends (rolled back when t ends).
+func holdVoucherRow(t *testing.T, dsn string, voucherID int64) (other *sql.DB, hold *sql.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	other, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	hold, err = other.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = hold.Rollback() })
+	_, err = hold.ExecContext(ctx, "UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?", voucherID)
+	require.NoError(t, err)
+	return other, hold
 }
 
 // TestLoadOnSaleOutlastsAnotherInstancesLoad: another instance's load of the same voucher
@@ -47,17 +63,10 @@ func startFixture(t *testing.T, dsn string) *fixture {
 func TestLoadOnSaleOutlastsAnotherInstancesLoad(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.MySQLDSN(t)
-	f := startFixture(t, dsn)
+	f := startFixture(t, dsn, async.Config{})
 	vid := f.voucher(10)
 
-	other, err := sql.Open("mysql", dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = other.Close() })
-	hold, err := other.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = hold.Rollback() })
-	_, err = hold.ExecContext(ctx, "UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?", vid)
-	require.NoError(t, err)
+	_, hold := holdVoucherRow(t, dsn, vid)
 
 	var failures atomic.Int32
 	async.SetStartFailed(f.loader, func(voucherID int64, attempt int, err error) {
@@ -105,7 +114,7 @@ func TestLoadOnSaleFailsOnADatabaseThatHangs(t *testing.T) {
 	ctx := context.Background()
 	maria := testenv.StartMariaDB(t)
 	dsn := maria.CreateDatabase("seckill_async_start")
-	f := startFixture(t, dsn)
+	f := startFixture(t, dsn, async.Config{})
 	vid := f.voucher(10)
 	var failures atomic.Int32
 	async.SetStartFailed(f.loader, func(int64, int, error) { failures.Add(1) })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/scripts/lua"
 )
 
@@ -503,12 +504,7 @@ func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redi
 		w.dbUp()
 		return w.settle(ctx, voucherID, k, es, outs)
 	}
-	if w.notHeld(voucherID, len(es), err) {
-		return false
-	}
-	if w.unreachable(ctx, err) {
-		w.dbDown()
-		w.log.Warn("writer: database unreachable; the batch stays pending", "voucher_id", voucherID, "entries", len(es), "err", err)
+	if w.notHeld(voucherID, len(es), err) || w.notRefused(ctx, voucherID, len(es), err) {
 		return false
 	}
 	// The database refused the batch: find the orders it refuses, one at a time.
@@ -521,10 +517,7 @@ func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redi
 		case errors.Is(err, ErrEntriesGone):
 			w.notHeld(voucherID, 1, err)
 			ok = false
-		case w.notHeld(voucherID, 1, err):
-			return false
-		case w.unreachable(ctx, err):
-			w.dbDown()
+		case w.notHeld(voucherID, 1, err), w.notRefused(ctx, voucherID, 1, err):
 			return false
 		default:
 			unit := unitFree
@@ -630,6 +623,26 @@ func (w *Writer) settle(ctx context.Context, voucherID int64, k keys, es []Entry
 		return false
 	}
 	return ok
+}
+
+// notRefused reports, and logs, whether err leaves the batch of n entries pending, to be
+// tried again, rather than counting a refused attempt for each: the database could not be
+// reached, or its error says nothing against the orders (database.IsTransient). A wait for the
+// voucher's row that another transaction holds past the DSN's readTimeout ends in the driver's
+// "invalid connection" while the database answers a ping: counted, it dead-lettered orders
+// for a lock wait.
+func (w *Writer) notRefused(ctx context.Context, voucherID int64, n int, err error) bool {
+	switch {
+	case w.unreachable(ctx, err):
+		w.dbDown()
+		w.log.Warn("writer: database unreachable; the batch stays pending", "voucher_id", voucherID, "entries", n, "err", err)
+	case database.IsTransient(err):
+		w.log.Warn("writer: the database gave up on the batch, not on its orders (a lock wait, a lost connection); it stays pending",
+			"voucher_id", voucherID, "entries", n, "err", err)
+	default:
+		return false
+	}
+	return true
 }
 
 // unreachable reports whether err means the database could not be reached (then the orders

@@ -5,8 +5,10 @@ package database
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -274,6 +276,24 @@ func IsCheckViolation(err error, constraint string) bool {
 func IsDeadlock(err error) bool {
 	var me *mysqldriver.MySQLError
 	return errors.As(err, &me) && me.Number == 1213
+}
+
+// IsTransient reports whether err, a statement's failure, says nothing against the statement
+// itself, so that it may pass when tried again: InnoDB ended its wait for a row lock (MySQL's
+// error 1205) or chose it as a deadlock's victim (1213); the connection failed, or the driver
+// gave up on it after the DSN's readTimeout (go-sql-driver's "invalid connection"), as it does
+// while a statement waits for a row another transaction holds; the embedded database's write
+// lock stayed taken (ErrWriteLockBusy); the call's context ended. Any other error the server
+// answered with (a constraint, a CHECK) is not transient.
+func IsTransient(err error) bool {
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1205 || me.Number == 1213
+	}
+	var ne net.Error
+	return errors.Is(err, mysqldriver.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.As(err, &ne) || errors.Is(err, ErrWriteLockBusy) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
 // IsUniqueViolation reports whether err is a violation of the unique key named key: MySQL
