@@ -149,11 +149,17 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
 		return config{}, err
 	}
+	// The asynchronous mode takes no per-user lock, so the rules that hold the lock's settings
+	// together (the whole-millisecond lease, the fencing mode's lock, RedLock's nodes listed
+	// once, and OrderConfig's: the deadline inside the lease or its validity, the simulated
+	// work inside the deadline) refuse no async start. It still reads each setting, and
+	// refuses one that is no value of its kind.
+	asyncMode := *vals["SECKILL_ORDER_MODE"] == app.ModeAsync
 	var err error
 	if cfg.lockTTL, err = parseDuration("SECKILL_LOCK_TTL", *vals["SECKILL_LOCK_TTL"], time.Millisecond); err != nil {
 		return config{}, err
 	}
-	if cfg.lockTTL%time.Millisecond != 0 {
+	if cfg.lockTTL%time.Millisecond != 0 && !asyncMode {
 		// Redis takes the lease in whole milliseconds (PX, and the scripts' Milliseconds()),
 		// truncated: 1.5ms would be a 1 ms lease under an order deadline checked against 1.5 ms.
 		return config{}, fmt.Errorf("SECKILL_LOCK_TTL=%q: want whole milliseconds (Redis's PX would truncate it to %s)",
@@ -187,8 +193,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if err := cfg.parseAsync(vals); err != nil {
 		return config{}, err
 	}
-	if _, err := app.Fences(cfg.lock, cfg.fencing); err != nil {
-		return config{}, fmt.Errorf("SECKILL_FENCING=%q, SECKILL_LOCK=%q: %w", cfg.fencing, cfg.lock, err)
+	fencingErr := app.CheckFencingMode(cfg.fencing)
+	if !asyncMode {
+		_, fencingErr = app.Fences(cfg.lock, cfg.fencing)
+	}
+	if fencingErr != nil {
+		return config{}, fmt.Errorf("SECKILL_FENCING=%q, SECKILL_LOCK=%q: %w", cfg.fencing, cfg.lock, fencingErr)
 	}
 	o, err := cfg.appConfig().OrderConfig()
 	if ve := (*app.ValidityError)(nil); errors.As(err, &ve) {
@@ -206,7 +216,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if span := orderSpan(o); span > maxOrderSpan {
 		name := "SECKILL_LOCK_TTL"
 		if span != o.LockTTL {
-			name = "SECKILL_ORDER_TIMEOUT" // longer than the lease, as explicit fencing allows
+			name = "SECKILL_ORDER_TIMEOUT" // longer than the lease, as explicit fencing or the async mode allows
 		}
 		return config{}, fmt.Errorf("%s=%q: at most %s: the HTTP server's write timeout and the shutdown grace are the longest an order may run + %s",
 			name, *vals[name], maxOrderSpan, writeTimeoutSlack)
@@ -229,7 +239,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	// RedLock's quorum counts nodes: a node named twice answers the start's PING twice but
 	// grants at most one of the votes (its second SET NX finds the key).
 	for i, a := range cfg.redlockAddrs {
-		if slices.Contains(cfg.redlockAddrs[:i], a) {
+		if slices.Contains(cfg.redlockAddrs[:i], a) && !asyncMode {
 			return config{}, fmt.Errorf("SECKILL_REDLOCK_ADDRS=%q: node %q is listed twice; RedLock's nodes must be independent servers",
 				*vals["SECKILL_REDLOCK_ADDRS"], a)
 		}

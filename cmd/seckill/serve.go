@@ -65,7 +65,7 @@ const maxOrderSpan = time.Duration(math.MaxInt64) - writeTimeoutSlack
 
 // newHTTPServer is the HTTP server of an instance, with the limits above; lockTTL is the
 // longest an order may run: the instance's SECKILL_LOCK_TTL, or its order deadline when
-// fencing lets that be longer (orderSpan).
+// fencing or the asynchronous mode lets that be longer (orderSpan).
 func newHTTPServer(h http.Handler, lockTTL time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
@@ -78,7 +78,8 @@ func newHTTPServer(h http.Handler, lockTTL time.Duration) *http.Server {
 }
 
 // orderSpan is the longest an order of o may run: within the lock's lease, or within its
-// deadline when that is longer (fencing allows it).
+// deadline when that is longer (explicit fencing allows it, and the asynchronous mode, whose
+// orders take no lock).
 func orderSpan(o order.Config) time.Duration { return max(o.LockTTL, o.EffectiveTimeout()) }
 
 // runServe runs one service instance until ctx is cancelled (SIGINT/SIGTERM), then stops

@@ -211,21 +211,29 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	return inst, nil
 }
 
-// OrderConfig is c.Order with fencing decided by c.Lock and c.Fencing (Fences), and off in
-// the asynchronous mode, the token source named after the lock, and validated. Fencing set on
-// explicitly (FencingOn, not the default) also lets an order's deadline exceed the lock's
-// lease (order.Config.OutliveLease): the fence refuses the write of an order that outlived
-// it. Otherwise the deadline must also be shorter than the lock's validity where that is less
-// than the lease (RedLock's).
+// OrderConfig is c.Order with fencing decided by c.Lock and c.Fencing (Fences), the token
+// source named after the lock, and validated. Fencing set on explicitly (FencingOn, not the
+// default) also lets an order's deadline exceed the lock's lease (order.Config.OutliveLease):
+// the fence refuses the write of an order that outlived it. Otherwise the deadline must also
+// be shorter than the lock's validity where that is less than the lease (RedLock's).
+//
+// In the asynchronous mode the admission script decides every order and no order takes the
+// per-user lock: there is no lease for the deadline to stay inside, no critical section for
+// ProcessingDelay to simulate work in (it is zero) and no write for a fencing token to guard
+// (Fencing is off, whatever the lock). Of those rules only c.Fencing's being a mode at all
+// holds, and of Order's only what the admissions use (the deadline, MaxInflight).
 func (c Config) OrderConfig() (order.Config, error) {
+	if c.OrderMode == ModeAsync {
+		if err := CheckFencingMode(c.Fencing); err != nil {
+			return order.Config{}, err
+		}
+		o := c.Order
+		o.TokenSource, o.Fencing, o.OutliveLease, o.ProcessingDelay = c.Lock, false, true, 0
+		return o, o.Validate()
+	}
 	on, err := Fences(c.Lock, c.Fencing)
 	if err != nil {
 		return order.Config{}, err
-	}
-	if c.OrderMode == ModeAsync {
-		// The admission script decides every order and no order takes the per-user lock, so
-		// there is no write for a fencing token to guard.
-		on = false
 	}
 	o := c.Order
 	o.Fencing, o.TokenSource = on, c.Lock

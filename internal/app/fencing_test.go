@@ -124,3 +124,45 @@ func TestFenceRetentionCheckedOnlyWhenFenced(t *testing.T) {
 		})
 	}
 }
+
+// TestAsyncOrderConfigHoldsNoLockRule: the asynchronous mode takes no per-user lock, so
+// OrderConfig holds its orders to none of the lock's rules (a deadline inside the lease or
+// RedLock's validity, fencing on only with a lock that hands out tokens, the simulated work
+// inside the deadline), each of which still refuses the same configuration in the synchronous
+// mode; an unknown fencing mode and a negative bound are refused in both. Before, every async
+// configuration here but the last two was refused.
+func TestAsyncOrderConfigHoldsNoLockRule(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		cfg      Config
+		syncErr  string
+		asyncErr string
+	}{
+		{"deadline past the lease", Config{Lock: "redis", Fencing: FencingOff, Order: order.Config{LockTTL: 200 * time.Millisecond, Timeout: 2 * time.Second}},
+			"must be shorter than the lock TTL", ""},
+		{"redlock lease within its drift allowance", Config{Lock: "redlock", Order: order.Config{LockTTL: 2 * time.Millisecond}},
+			"nothing after its drift allowance", ""},
+		{"redlock deadline past the validity", Config{Lock: "redlock", Order: order.Config{LockTTL: 10 * time.Second, Timeout: 9950 * time.Millisecond}},
+			"must be shorter than 9.898s", ""},
+		{"fencing on with redlock", Config{Lock: "redlock", Fencing: FencingOn}, "hands out no fencing token", ""},
+		{"fencing on with no lock", Config{Lock: "none", Fencing: FencingOn}, "hands out no fencing token", ""},
+		{"work past the deadline", Config{Lock: "redis", Order: order.Config{ProcessingDelay: 2 * time.Second}}, "order delay 2s must be shorter", ""},
+		{"unknown fencing mode", Config{Lock: "redis", Fencing: "yes"}, `fencing "yes"`, `fencing "yes"`},
+		{"negative bound", Config{Lock: "redis", Order: order.Config{MaxInflight: -1}}, "must not be negative", "must not be negative"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.cfg.OrderConfig()
+			assert.ErrorContains(t, err, tt.syncErr, "sync")
+			a := tt.cfg
+			a.OrderMode = ModeAsync
+			o, err := a.OrderConfig()
+			if tt.asyncErr != "" {
+				assert.ErrorContains(t, err, tt.asyncErr, "async")
+				return
+			}
+			require.NoError(t, err, "async")
+			assert.False(t, o.Fencing, "async: nothing to fence")
+			assert.Equal(t, tt.cfg.Order.EffectiveTimeout(), o.EffectiveTimeout(), "async: the admissions' deadline as set (or its default)")
+		})
+	}
+}

@@ -139,9 +139,10 @@ func Fences(lock, mode string) (bool, error) {
 	if !ok {
 		return false, fmt.Errorf("app: unknown lock %q; want one of %s", lock, LockKindNames())
 	}
+	if err := CheckFencingMode(mode); err != nil {
+		return false, err
+	}
 	switch mode {
-	case "", FencingAuto:
-		return kind.Tokens, nil
 	case FencingOff:
 		return false, nil
 	case FencingOn:
@@ -150,5 +151,15 @@ func Fences(lock, mode string) (bool, error) {
 		}
 		return true, nil
 	}
-	return false, fmt.Errorf("fencing %q: want %s, %s or %s", mode, FencingOn, FencingOff, FencingAuto)
+	return kind.Tokens, nil
+}
+
+// CheckFencingMode refuses a fencing mode that is none of FencingOn, FencingOff, FencingAuto
+// and empty, whatever the lock (the asynchronous mode's check: it takes no lock).
+func CheckFencingMode(mode string) error {
+	switch mode {
+	case "", FencingAuto, FencingOff, FencingOn:
+		return nil
+	}
+	return fmt.Errorf("fencing %q: want %s, %s or %s", mode, FencingOn, FencingOff, FencingAuto)
 }

@@ -55,7 +55,8 @@ type Config struct {
 	// OutliveLease lets Timeout reach or exceed LockTTL. With Fencing that is safe: an order
 	// that outlives its lease is refused at the write (app sets it for an explicit
 	// SECKILL_FENCING=on, never by default). Without, only the fencing experiment sets it, to
-	// show what an order outliving its lease does unfenced.
+	// show what an order outliving its lease does unfenced, and app in the asynchronous mode,
+	// whose orders take no lock and so have no lease to outlive.
 	OutliveLease bool
 }
 
