@@ -8,7 +8,8 @@
 #      b. bin/harness baseline: the same order transaction straight at MariaDB (the service's
 #         own store) from CONNECTIONS goroutines for DURATION seconds, the cluster idle;
 #      with the CPU time of every process on the path sampled over the middle of each;
-#   3. the stock the database says was sold must equal the 201s wrk counted; cluster down;
+#   3. the stock the database says was sold must equal the 201s wrk counted; cluster down, the
+#      voucher's sale ended (also on failure or Ctrl-C);
 #   4. each round's ratio service orders/s ÷ baseline orders/s, and their median.
 # Short alternating rounds, not one long run of each, because the machine is shared: a burst of
 # other jobs then weighs on both sides of a ratio instead of on one.
@@ -128,9 +129,23 @@ timed() {
 	return "$status"
 }
 
+# end_sales: end the sale of the run's voucher (on sale 1 h, tens of thousands of orders): left
+# on sale, every asynchronous instance started on this database within the hour loads it, with
+# its users, into Redis at start (scripts/cluster.sh up uses this database by default, and
+# .ci/run points make loadtest-ci's async run at it too). It runs once the cluster that sold it
+# is down: at the end, and at exit, failed or interrupted too (the EXIT trap, which bash runs on
+# SIGINT and SIGTERM as well). The service has no means to end a sale; `harness end-sales` is
+# one UPDATE of seckill_vouchers.end_time.
+voucher=""
+end_sales() {
+	[[ -n $voucher ]] || return 0
+	bin/harness end-sales -dsn "$LOADTEST_DSN" "$voucher" >>"$OUT/end-sales.txt" 2>&1 ||
+		{ echo "capacity: could not end the sale of voucher $voucher ($OUT/end-sales.txt)" >&2; return 1; }
+}
+
 echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before)"
 scripts/cluster.sh down
-trap 'scripts/cluster.sh down' EXIT
+trap 'scripts/cluster.sh down; end_sales || true' EXIT
 scripts/cluster.sh up
 
 now=$(date -u +%s)
@@ -186,6 +201,7 @@ if ((sold < requests || sold > requests + CONNECTIONS * ROUNDS)); then
 fi
 scripts/cluster.sh down
 trap - EXIT
+end_sales
 
 read -r svc_mean base_mean < <(awk 'NR > 1 { s += $2; b += $3; n++ } END { printf "%.1f %.1f\n", s / n, b / n }' "$OUT/rounds.txt")
 median=$(awk 'NR > 1 { print $4 }' "$OUT/rounds.txt" | sort -n |
