@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # loadtest.sh — one load test end to end (what `make loadtest` runs):
 #   native cluster up (scripts/cluster.sh) → k6 (loadtest/k6/seckill.js) → verify → cluster down
-#   (always, also on failure or Ctrl-C) → DB baseline (optional).
+#   and the end of the sales of the vouchers k6 created (always, also on failure or Ctrl-C) →
+#   DB baseline (optional).
 # It exits 0 only when the verdict is what the guard deserves: a clean run for a real lock, a
 # detected failure for LOCK=local or none (see docs/loadtest.md), and k6's thresholds held.
 #
@@ -93,18 +94,37 @@ ADMIN_TOKEN=loadtest-admin-token
 	exit 1
 }
 mkdir -p "$OUT"
-rm -f "$OUT"/{summary.json,orders.log,k6.txt,verdict.txt,baseline.txt,baseline.json,dashboard.html,kill-held}
+rm -f "$OUT"/{summary.json,orders.log,k6.txt,verdict.txt,baseline.txt,baseline.json,dashboard.html,kill-held,end-sales.txt}
 
 export SECKILL_LOCK=$LOCK SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
 export SECKILL_ORDER_DELAY=${ORDER_DELAY:-0s}
 export SECKILL_ORDER_MODE=$MODE
 
-# cleanup: stop what this script started (the cluster, the async run's redis-server).
+# end_sales: end the sales of the vouchers this run's k6 setup() created (on sale 2 h; the
+# storm's unsold, with its users): left on sale, every asynchronous instance started on this
+# database within 2 h loads each, with its users, into Redis at start (the next MODE=async run,
+# make loadtest-ci's async run on the database of its sync runs, any instance on LOADTEST_DSN).
+# setup() records each in k6's console output as it creates it, so their ids are there however
+# k6 ended (the summary is written at its end, and not at all by a k6 killed). The service has
+# no means to end a sale; `harness end-sales` is one UPDATE of seckill_vouchers.end_time.
+# A failure is said, and fails a run that got to its verdict (end_status).
+end_status=0
+end_sales() {
+	[[ -f $OUT/orders.log ]] || return 0
+	bin/harness end-sales -dsn "$LOADTEST_DSN" -k6-log "$OUT/orders.log" >>"$OUT/end-sales.txt" 2>&1 || {
+		end_status=1
+		echo "loadtest: could not end the sales of the run's vouchers ($OUT/end-sales.txt)" >&2
+	}
+}
+# cleanup: stop what this script started (the cluster, the async run's redis-server), then end
+# the run's sales: once the cluster that sold them is down, at the end and at exit, failed or
+# interrupted too (the EXIT trap, which bash runs on SIGINT and SIGTERM as well).
 # shellcheck source=own-redis.sh
 source scripts/own-redis.sh
 cleanup() {
 	[[ ${CLUSTER:-native} != native ]] || scripts/cluster.sh down
 	own_redis_stop
+	end_sales
 }
 if [[ $MODE == async && -z ${SECKILL_REDIS_ADDR:-} && ${CLUSTER:-native} == native ]]; then
 	trap cleanup EXIT
@@ -123,6 +143,7 @@ native)
 external)
 	[[ -n ${INSTANCES:-} ]] || { echo "loadtest: CLUSTER=external needs INSTANCES (base URLs of the instances)" >&2; exit 1; }
 	(cd "$ROOT" && go build -o bin/harness ./loadtest/harness)
+	trap cleanup EXIT # stops nothing, ends the run's sales
 	instances=(-instances "$INSTANCES")
 	;;
 *)
@@ -222,8 +243,8 @@ if [[ $BASELINE == 1 ]]; then
 		-k6-summary "$OUT/summary.json" -out "$OUT/baseline.json" | tee "$OUT/baseline.txt"
 fi
 
-if [[ $k6_status -ne 0 || $verify_status -ne 0 || $kill_status -ne 0 ]]; then
-	echo "loadtest: FAILED (MODE=$MODE LOCK=$LOCK: k6 exit $k6_status, verify exit $verify_status$([[ $KILL == 1 ]] && echo ", kill exit $kill_status"))" >&2
+if [[ $k6_status -ne 0 || $verify_status -ne 0 || $kill_status -ne 0 || $end_status -ne 0 ]]; then
+	echo "loadtest: FAILED (MODE=$MODE LOCK=$LOCK: k6 exit $k6_status, verify exit $verify_status$([[ $KILL == 1 ]] && echo ", kill exit $kill_status")$( ((end_status == 0)) || echo ", the run's sales not ended"))" >&2
 	exit 1
 fi
 echo "loadtest: OK (MODE=$MODE LOCK=$LOCK$([[ $KILL == 1 ]] && echo ', instance 2 killed')$([[ $EXPECT_FAILURE == 1 ]] && echo ', failure expected and detected'))"

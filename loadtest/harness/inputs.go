@@ -67,6 +67,32 @@ func readSummary(path string) (k6Summary, error) {
 	return s, nil
 }
 
+// k6Record is one line of k6's console output (run with --log-format=json) as the script
+// writes them: an order answered, or a voucher setup() created.
+type k6Record struct {
+	Order   *k6Order   `json:"order"`
+	Voucher *k6Voucher `json:"voucher"`
+}
+
+// readK6Record parses one line of k6's console output: a log record whose msg is the
+// script's JSON line, or that line bare. A record of something else is a zero k6Record.
+func readK6Record(line string) (k6Record, error) {
+	var rec struct {
+		Msg string `json:"msg"`
+		k6Record
+	}
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		return k6Record{}, err
+	}
+	if rec.Order == nil && rec.Voucher == nil && strings.HasPrefix(rec.Msg, "{") {
+		// The log record wraps the script's JSON in msg.
+		if err := json.Unmarshal([]byte(rec.Msg), &rec.k6Record); err != nil {
+			return k6Record{}, fmt.Errorf("msg: %w", err)
+		}
+	}
+	return rec.k6Record, nil
+}
+
 // readOrders parses k6's console output (run with --log-format=json): one log record per
 // line whose msg is the script's {"order": {...}} line. Other records are skipped; a line
 // that is not JSON at all is an error, because a truncated file would hide orders.
@@ -79,18 +105,9 @@ func readOrders(r io.Reader) ([]k6Order, error) {
 		if line == "" {
 			continue
 		}
-		var rec struct {
-			Msg   string   `json:"msg"`
-			Order *k6Order `json:"order"`
-		}
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		rec, err := readK6Record(line)
+		if err != nil {
 			return nil, fmt.Errorf("orders line %d: %w", n, err)
-		}
-		if rec.Order == nil && strings.HasPrefix(rec.Msg, "{") {
-			// The log record wraps the script's JSON in msg.
-			if err := json.Unmarshal([]byte(rec.Msg), &rec); err != nil {
-				return nil, fmt.Errorf("orders line %d: msg: %w", n, err)
-			}
 		}
 		if rec.Order == nil {
 			continue
@@ -105,6 +122,31 @@ func readOrders(r io.Reader) ([]k6Order, error) {
 		return nil, fmt.Errorf("read orders: %w", err)
 	}
 	return orders, nil
+}
+
+// readCreatedVouchers returns the ids of the vouchers that k6's console output records as
+// created (the script's setup() writes {"voucher": {...}} as it creates each, so the record
+// is there however k6 ended). A line that does not parse is skipped, not an error: a k6
+// killed mid-write leaves its last line torn, and the vouchers are recorded first.
+func readCreatedVouchers(path string) ([]int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read created vouchers: %w", err)
+	}
+	defer f.Close()
+	var ids []int64
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		rec, err := readK6Record(strings.TrimSpace(sc.Text()))
+		if err == nil && rec.Voucher != nil && rec.Voucher.ID > 0 {
+			ids = append(ids, rec.Voucher.ID)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read created vouchers: %w", err)
+	}
+	return ids, nil
 }
 
 func readOrdersFile(path string) ([]k6Order, error) {

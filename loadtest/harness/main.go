@@ -10,7 +10,7 @@
 //	harness chaos-check -experiment NAME -dir DIR -events FILE -dsn DSN [-timeout 5m] ...
 //	harness rate     -url URL -voucher ID -rate 5000 -duration 10s [-out FILE]
 //	harness drain    -dsn DSN -redis ADDR -voucher ID [-timeout 2m]
-//	harness end-sales -dsn DSN ID...
+//	harness end-sales -dsn DSN [-k6-log run/loadtest/orders.log] [ID...]
 //	harness chart    -in run/scaling/points.csv -out docs/loadtest-scaling.svg
 package main
 
@@ -33,7 +33,7 @@ commands:
   chaos-check  one chaos experiment's figures and thresholds, and the SQL verdict (scripts/chaos.sh)
   rate       an open loop of orders at a fixed rate, every request a new user: answers and latency (scripts/scaling.sh)
   drain      wait until an async voucher's admitted orders are all in MySQL; the writers' rate
-  end-sales  end now the sales of the vouchers named that are still on sale (scripts/scaling.sh)
+  end-sales  end now the sales of the vouchers named, or a k6 run created, that are still on sale (the load scripts)
   chart      draw scripts/scaling.sh's measurements as an SVG chart
 `
 

@@ -3,8 +3,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -23,12 +28,20 @@ import (
 // migratedDB returns a fresh, migrated database on the real MariaDB/MySQL.
 func migratedDB(t *testing.T) *database.DB {
 	t.Helper()
-	db, err := database.OpenMySQL(context.Background(), testenv.MySQLDSN(t), database.Pool{})
+	db, _ := migratedDBAndDSN(t)
+	return db
+}
+
+// migratedDBAndDSN is migratedDB and its DSN, for a command given -dsn.
+func migratedDBAndDSN(t *testing.T) (*database.DB, string) {
+	t.Helper()
+	dsn := testenv.MySQLDSN(t)
+	db, err := database.OpenMySQL(context.Background(), dsn, database.Pool{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	_, err = db.Migrate(context.Background())
 	require.NoError(t, err)
-	return db
+	return db, dsn
 }
 
 func TestCreateDatabase(t *testing.T) {
@@ -160,4 +173,32 @@ func TestEndSales(t *testing.T) {
 	n, err = endSales(ctx, sqlDB, []int64{a, b}, time.Now())
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing left to end")
+}
+
+// TestEndSalesOfAK6Run: `end-sales -k6-log` ends the sales of the vouchers that a k6 run's
+// console output records as created (scripts/loadtest.sh's: the k6 script's setup() created
+// them), beside those named as arguments, and no other; before, the flag did not exist and the
+// k6 runs' vouchers stayed on sale for 2 h.
+func TestEndSalesOfAK6Run(t *testing.T) {
+	ctx := context.Background()
+	db, dsn := migratedDBAndDSN(t)
+	vs := voucher.NewStore(db.DB)
+	now := time.Now().UTC()
+	var ids []int64
+	for range 4 {
+		v, err := vs.Create(ctx, voucher.Voucher{Title: "end-sales", Stock: 10, BeginTime: now.Add(-time.Minute), EndTime: now.Add(2 * time.Hour)})
+		require.NoError(t, err)
+		ids = append(ids, v.ID)
+	}
+	k6Log := filepath.Join(t.TempDir(), "orders.log")
+	require.NoError(t, os.WriteFile(k6Log, []byte(fmt.Sprintf(`{"level":"info","msg":"{\"voucher\":{\"scenario\":\"storm\",\"id\":%d}}","source":"console"}
+{"level":"info","msg":"{\"voucher\":{\"scenario\":\"flash\",\"id\":%d}}","source":"console"}
+`, ids[0], ids[1])), 0o644))
+
+	var out bytes.Buffer
+	require.NoError(t, runEndSales(ctx, []string{"-dsn", dsn, "-k6-log", k6Log, strconv.FormatInt(ids[2], 10)}, &out, io.Discard))
+	assert.Contains(t, out.String(), fmt.Sprintf("3 of vouchers [%d %d %d] were on sale, now ended", ids[2], ids[0], ids[1]))
+	onSale, err := async.NewStore(db).OnSale(ctx, time.Now())
+	require.NoError(t, err)
+	assert.Equal(t, []int64{ids[3]}, onSale, "only the voucher named by neither is still on sale")
 }

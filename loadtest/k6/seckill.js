@@ -53,6 +53,8 @@
 // Orders answered 201 (202) are logged one JSON line each with console.log: run k6 with
 // --log-format=json --console-output=<file> and hand that file to the verifier (handleSummary
 // only sees aggregated metrics, never individual responses, so the ids cannot travel in it).
+// Each voucher setup() creates is logged too, {"voucher": {"scenario", "id"}}, as it is
+// created: `bin/harness end-sales -k6-log <file>` ends their sales after the run.
 
 import http from 'k6/http';
 import exec from 'k6/execution';
@@ -201,6 +203,9 @@ function createVoucher(scenario, stamp, stock, sellsOut) {
   if (res.status !== 201) throw new Error(`create voucher ${title}: ${res.status} ${res.body}`);
   const id = res.json('id');
   if (!Number.isSafeInteger(id) || id <= 0) throw new Error(`create voucher ${title}: bad id in ${res.body}`);
+  // Recorded at once in the console output, not only in the summary (written at the end, and
+  // not at all by a k6 killed): scripts/loadtest.sh ends the run's sales from it.
+  console.log(JSON.stringify({ voucher: { scenario, id } }));
   return { scenario, id, stock, sellsOut };
 }
 
