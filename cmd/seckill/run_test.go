@@ -90,17 +90,24 @@ func startServe(t *testing.T, env map[string]string) *server {
 // whether the server is gone, and why, which fails the test at once.
 func waitReady(t *testing.T, base string, within time.Duration, exited func() (string, bool)) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	// A loop of the test's own goroutine, not require.Eventually: its condition runs in
+	// another goroutine, where t.Fatalf cannot stop the test, so a serve that exited early
+	// was reported only at the end of within.
+	client := &http.Client{Timeout: time.Second}
+	for end := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
 		if why, gone := exited(); gone {
 			t.Fatalf("serve exited early: %s", why)
 		}
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
+		if resp, err := client.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, within, 10*time.Millisecond, "serve never became ready")
+		if time.Now().After(end) {
+			t.Fatalf("serve never became ready within %s", within)
+		}
+	}
 }
 
 // The pairs' admission, Redis pool and deadline (TestDemoShowsEachGuard gives the demo's
