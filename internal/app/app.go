@@ -128,6 +128,12 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	if cfg.RedisPool <= 0 {
 		cfg.RedisPool = 128
 	}
+	// InnoDB's wait for a row lock ends before the deadline of whoever waits for it: an
+	// order's, or a writer's batch.
+	pool.LockWait = cfg.Order.EffectiveTimeout()
+	if cfg.OrderMode == ModeAsync {
+		pool.LockWait = async.BatchDeadline(cfg.Async.ClaimIdle)
+	}
 	db, err := st.OpenDB(ctx, pool)
 	if err != nil {
 		return nil, err

@@ -82,6 +82,16 @@ type Config struct {
 // more entries miss it: it is rolled back, and its entries are claimed again seconds later.
 func MaxLinger(claimIdle time.Duration) time.Duration { return batchSpan(claimIdle) / 4 }
 
+// BatchDeadline is how long after its first entry was delivered a batch of a writer with
+// ClaimIdle claimIdle (DefaultClaimIdle if zero) must have committed: a statement of it that
+// waits for a row lock ends by then.
+func BatchDeadline(claimIdle time.Duration) time.Duration {
+	if claimIdle <= 0 {
+		claimIdle = DefaultClaimIdle
+	}
+	return batchSpan(claimIdle)
+}
+
 func (c Config) withDefaults() Config {
 	if c.Group == "" {
 		c.Group = DefaultGroup

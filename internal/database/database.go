@@ -33,6 +33,10 @@ type DB struct {
 type Pool struct {
 	MaxOpen int
 	MaxIdle int
+	// LockWait, on MySQL, is the shortest deadline of the callers that wait for a row lock
+	// (an order's, a writer's batch): InnoDB's wait for one then ends before it too (see
+	// lockWaitSeconds). Zero: the readTimeout alone bounds it.
+	LockWait time.Duration
 }
 
 // The network timeouts OpenMySQL gives a DSN that sets none of its own: a dial, and each read
@@ -60,11 +64,19 @@ const (
 // DefaultWriteTimeout where it leaves them unset: without them a frozen server holds a
 // call, and its connection, until the kernel gives up on the TCP connection. ctx bounds the
 // open, the first connection's handshake included.
+//
+// Each connection's innodb_lock_wait_timeout is lockWaitSeconds(readTimeout, pool.LockWait)
+// unless the DSN sets it: a client that gives up on a statement waiting for a row lock (the
+// readTimeout, or its context) closes the connection, but the server goes on waiting, for
+// InnoDB's 50 s by default, holding a thread, a connection and the statement's own locks; a
+// retry adds another. Bounded so, the wait ends with MySQL's error 1205 instead, before the
+// driver gives up.
 func OpenMySQL(ctx context.Context, dsn string, pool Pool) (*DB, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: %w", err)
 	}
+	withLockWait(cfg, pool.LockWait)
 	connector, err := mysqldriver.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open mysql: bad DSN: %w", err)
@@ -181,6 +193,33 @@ func MySQLTimeouts(dsn string) (Timeouts, error) {
 		return Timeouts{}, err
 	}
 	return Timeouts{Dial: cfg.Timeout, Read: cfg.ReadTimeout, Write: cfg.WriteTimeout}, nil
+}
+
+// lockWaitMargin is how much shorter than the readTimeout and the callers' deadline InnoDB's
+// wait for a row lock is, so that its 1205 reaches the caller before the caller gives up.
+const lockWaitMargin = time.Second
+
+// lockWaitSeconds is the innodb_lock_wait_timeout OpenMySQL gives a connection whose DSN has
+// readTimeout read, for callers whose deadlines are at most deadline (zero: none): the shorter
+// of the two less lockWaitMargin, in whole seconds rounded down, 1 at least (the variable's
+// unit and minimum).
+func lockWaitSeconds(read, deadline time.Duration) int64 {
+	d := read
+	if deadline > 0 && deadline < d {
+		d = deadline
+	}
+	return max(1, int64((d-lockWaitMargin)/time.Second))
+}
+
+// withLockWait sets the session's innodb_lock_wait_timeout to lockWaitSeconds unless the DSN
+// sets it itself (in any spelling go-sql-driver passes on as a SET).
+func withLockWait(cfg *mysqldriver.Config, deadline time.Duration) {
+	for k := range cfg.Params {
+		if strings.HasSuffix(strings.ToLower(k), "innodb_lock_wait_timeout") {
+			return
+		}
+	}
+	cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(lockWaitSeconds(cfg.ReadTimeout, deadline), 10)
 }
 
 // withDefaultTimeouts sets the network timeouts cfg leaves at zero (none).
