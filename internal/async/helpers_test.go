@@ -121,9 +121,15 @@ func (f *fixture) writer(consumer string, setup func(*async.Writer)) *async.Writ
 // rows returns the voucher's order rows: order id → user id.
 func (f *fixture) rows(voucherID int64) map[int64]int64 {
 	f.t.Helper()
-	b, err := f.store.Books(context.Background(), voucherID)
+	rows := map[int64]int64{}
+	_, err := f.store.ReadBooks(context.Background(), voucherID, 1000, func(ids, users []int64) error {
+		for i, id := range ids {
+			rows[id] = users[i]
+		}
+		return nil
+	})
 	require.NoError(f.t, err)
-	return b.Orders
+	return rows
 }
 
 // eventuallyBound is how long eventually waits: a bound on liveness, not a speed claim. It is

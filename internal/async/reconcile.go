@@ -51,28 +51,42 @@ type booksReader interface {
 	XRangeN(ctx context.Context, stream, start, stop string, count int64) *redis.XMessageSliceCmd
 }
 
+// reconcilePage is how many order rows Reconcile takes from the database at a time.
+const reconcilePage = 10_000
+
 // Reconcile reads voucherID's books: Redis first (the stock, the stream and the dead-letter
 // stream's length in one script), then the database (stock and rows in one transaction), then
 // the dead letters Redis's read counted. An order written between the two reads is counted
 // once, as a row. An order admitted in between is not seen by Redis's read but, if written
 // before the database's, is a row: while orders flow the books can show a transient drift, so
 // callers read again before they report one (see ReconcileSettled).
+//
+// The rows are counted a page at a time and not kept: of them, Reconcile needs only how many
+// there are and which of the stream's orders they include. The stream holds only the orders
+// not yet written, so it is the short side, held whole, and each page is checked against it.
 func Reconcile(ctx context.Context, rdb booksReader, store *Store, voucherID int64) (Book, error) {
 	rb, err := readRedisBooks(ctx, rdb, voucherID)
 	if err != nil {
 		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
-	b, err := store.Books(ctx, voucherID)
+	// The stream's entries per order id: each entry whose order has a row is not pending.
+	inStream := make(map[int64]int64, len(rb.stream))
+	for _, e := range rb.stream {
+		inStream[e.OrderID]++
+	}
+	var rows, written int64
+	v, err := store.ReadBooks(ctx, voucherID, reconcilePage, func(ids, _ []int64) error {
+		rows += int64(len(ids))
+		for _, id := range ids {
+			written += inStream[id] // an order id is one row at most (the primary key)
+		}
+		return nil
+	})
 	if err != nil {
 		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
-	book := Book{VoucherID: voucherID, Loaded: rb.loaded, RedisStock: rb.stock, DBStock: int64(b.Voucher.Stock),
-		Orders: int64(len(b.Orders)), Initial: int64(b.Voucher.Stock) + int64(len(b.Orders))}
-	for _, e := range rb.stream {
-		if _, written := b.Orders[e.OrderID]; !written {
-			book.Pending++
-		}
-	}
+	book := Book{VoucherID: voucherID, Loaded: rb.loaded, RedisStock: rb.stock, DBStock: int64(v.Stock),
+		Orders: rows, Initial: int64(v.Stock) + rows, Pending: int64(len(rb.stream)) - written}
 	book.Retired = rb.retired
 	if rb.retired {
 		// Nothing is dead-lettered after the retirement (its stream was empty, and its sale

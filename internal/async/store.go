@@ -153,32 +153,6 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Hel
 	return out, nil
 }
 
-// Books is a voucher as the database holds it: what reconcile starts from.
-type Books struct {
-	Voucher voucher.Voucher
-	// Orders maps the order id of every order row of the voucher to its user.
-	Orders map[int64]int64
-}
-
-// booksPage is how many rows Books reads before it adds them to its map.
-const booksPage = 10_000
-
-// Books reads voucherID and its order rows as ReadBooks does, all of them into one map.
-// voucher.ErrNotFound when there is no such seckill voucher.
-func (s *Store) Books(ctx context.Context, voucherID int64) (Books, error) {
-	orders := map[int64]int64{}
-	v, err := s.ReadBooks(ctx, voucherID, booksPage, func(ids, users []int64) error {
-		for i, id := range ids {
-			orders[id] = users[i]
-		}
-		return nil
-	})
-	if err != nil {
-		return Books{}, err
-	}
-	return Books{Voucher: v, Orders: orders}, nil
-}
-
 // ReadBooks reads voucherID and its order rows as of one moment, so that the stock and the
 // rows agree (the writer changes both in one transaction), and hands the rows to each, page
 // rows at a time (the order ids in ids, each one's user at the same index in users; both
