@@ -23,6 +23,10 @@ func SetAfterBooks(l *Loader, f func(voucherID int64)) { l.afterBooks = f }
 // number (1 for the first) and its error.
 func SetStartFailed(l *Loader, f func(voucherID int64, attempt int, err error)) { l.startFailed = f }
 
+// DBDown reports whether w holds the database for unreachable (Ready fails once that has
+// lasted past DBDownBound).
+func DBDown(w *Writer) bool { return w.dbDownSince.Load() != 0 }
+
 // KeysOf exposes a voucher's Redis keys to the tests.
 func KeysOf(voucherID int64) (sale, users, orders, stream, dead string) {
 	k := keysOf(voucherID)

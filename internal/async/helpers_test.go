@@ -53,6 +53,8 @@ type fixture struct {
 	svc      *async.Service
 	statuses *async.Statuses
 	cfg      async.Config
+	// log is the writers' logger: quiet unless a test reads what they log.
+	log *slog.Logger
 }
 
 func newFixture(t *testing.T, s store, cfg async.Config) *fixture {
@@ -63,7 +65,7 @@ func newFixture(t *testing.T, s store, cfg async.Config) *fixture {
 		// a few orders takes to commit: a batch is given up at nine tenths of it.
 		cfg.ClaimIdle = time.Second
 	}
-	return &fixture{t: t, rdb: s.rdb, db: s.db, store: st, loader: loader, cfg: cfg,
+	return &fixture{t: t, rdb: s.rdb, db: s.db, store: st, loader: loader, cfg: cfg, log: quiet,
 		svc:      async.NewService(s.rdb, idgen.New(s.rdb, "order"), loader, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg),
 		statuses: async.NewStatuses(s.rdb, st)}
 }
@@ -105,7 +107,7 @@ func (f *fixture) loaded(voucherID int64, stock, users int) {
 func (f *fixture) writer(consumer string, setup func(*async.Writer)) *async.Writer {
 	cfg := f.cfg
 	cfg.Consumer = consumer
-	w := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+	w := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), f.log, cfg)
 	if setup != nil {
 		setup(w)
 	}

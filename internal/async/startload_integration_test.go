@@ -25,12 +25,15 @@ import (
 const loaderReadTimeout = time.Second
 
 // startFixture is the asynchronous mode over the database at dsn, migrated, opened with
-// loaderReadTimeout, and a redis-server of the test's own, configured with cfg.
+// loaderReadTimeout unless dsn sets a readTimeout, and a redis-server of the test's own,
+// configured with cfg.
 func startFixture(t *testing.T, dsn string, cfg async.Config) *fixture {
 	t.Helper()
 	dc, err := mysql.ParseDSN(dsn)
 	require.NoError(t, err)
-	dc.ReadTimeout = loaderReadTimeout
+	if dc.ReadTimeout == 0 {
+		dc.ReadTimeout = loaderReadTimeout
+	}
 	ctx := context.Background()
 	db, err := database.OpenMySQL(ctx, dc.FormatDSN(), database.Pool{MaxOpen: 4})
 	require.NoError(t, err)

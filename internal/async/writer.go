@@ -37,7 +37,11 @@ const (
 	// redisCallTimeout bounds the writer's Redis calls other than the blocking read.
 	redisCallTimeout = 2 * time.Second
 	// pingTimeout bounds the database ping that tells an unreachable database from an order
-	// the database refused.
+	// the database refused, or from a wait for a row: it runs after its batch's deadline (see
+	// unreachable), so that a batch that fails takes at most its deadline and this, well
+	// within the 10 s an instance's close gives the writer to stop, and shorter than the DSN's
+	// readTimeout (5 s by default), which would otherwise bound a ping of a database that
+	// hangs.
 	pingTimeout = time.Second
 )
 
@@ -646,15 +650,18 @@ func (w *Writer) notRefused(ctx context.Context, voucherID int64, n int, err err
 }
 
 // unreachable reports whether err means the database could not be reached (then the orders
-// wait) rather than that it refused them (then each refusal counts an attempt).
+// wait) rather than that it refused them (then each refusal counts an attempt): whether the
+// database answers a ping. The ping has its own bound, pingTimeout, past the batch's deadline
+// (ctx's): a batch that failed at that deadline may have spent it waiting for the voucher's
+// row while another transaction held it, the database answering all along (InnoDB's wait
+// ends a second before the deadline only for a statement that began early enough, and only
+// unless the DSN sets innodb_lock_wait_timeout), and a failure just before the deadline would
+// leave the ping no time to answer.
 func (w *Writer) unreachable(ctx context.Context, err error) bool {
 	if errors.Is(err, ErrStockShort) {
 		return false
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return true
-	}
-	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
 	defer cancel()
 	return w.pingDB(pctx) != nil
 }
