@@ -99,7 +99,7 @@ port_free() { ! ss -Hltn "sport = :$1" | grep -q .; }
 mariadb_args() {
 	local as_root=()
 	[[ $(id -u) -ne 0 ]] || as_root=(--user=root)
-	echo --no-defaults --datadir="$RUN/mariadb/data" --bind-address=127.0.0.1 --port="$MYSQL_PORT" \
+	echo --no-defaults --datadir="$RUN/mariadb/data" --tmpdir="$RUN/mariadb/tmp" --bind-address=127.0.0.1 --port="$MYSQL_PORT" \
 		--socket="$RUN/mariadb/sock" --pid-file="$RUN/mariadb/pid" --log-error="$RUN/mariadb/error.log" \
 		--skip-log-bin --innodb-buffer-pool-size=64M --max-connections=300 "${as_root[@]}"
 }
@@ -171,10 +171,12 @@ stores_up() {
 		port_free "$p" || die "port $p is taken (ss -ltnp); set the CHAOS_*_PORT settings"
 	done
 	rm -rf "$RUN/mariadb" "$RUN/redis"
-	mkdir -p "$RUN/mariadb" "$RUN/redis"
+	# Its own tmpdir, not /tmp: a mariadbd deletes the temporary tables it finds in its tmpdir
+	# as it starts, those of another server's bootstrap too (internal/testenv's StartMariaDB).
+	mkdir -p "$RUN/mariadb/tmp" "$RUN/redis"
 	local as_root=()
 	[[ $(id -u) -ne 0 ]] || as_root=(--user=root)
-	"$(sbin mariadb-install-db)" --no-defaults --datadir="$RUN/mariadb/data" --auth-root-authentication-method=normal \
+	"$(sbin mariadb-install-db)" --no-defaults --datadir="$RUN/mariadb/data" --tmpdir="$RUN/mariadb/tmp" --auth-root-authentication-method=normal \
 		--skip-test-db "${as_root[@]}" >"$RUN/mariadb/install.log" 2>&1 || {
 		tail "$RUN/mariadb/install.log" >&2
 		die "mariadb-install-db failed"

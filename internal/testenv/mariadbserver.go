@@ -63,7 +63,16 @@ func StartMariaDB(t testing.TB) *MariaDBProcess {
 	if os.Geteuid() == 0 {
 		asUser = []string{"--user=root"} // mariadbd refuses to run as root without it
 	}
-	args := append([]string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"),
+	// A temporary directory of its own, not /tmp: a mariadbd deletes the temporary tables
+	// ("#sql…" files) it finds in its tmpdir as it starts, so a server of another test
+	// package starting meanwhile deleted those of this one's mariadb-install-db, whose
+	// bootstrap then failed ("Unknown table 'mysql.tmp_proxies_priv'", a CI run, two packages
+	// each starting a MariaDB of their own).
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatalf("MariaDB temporary directory: %v", err)
+	}
+	args := append([]string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"), "--tmpdir=" + tmp,
 		"--auth-root-authentication-method=normal", "--skip-test-db"}, asUser...)
 	if out, err := exec.Command(install, args...).CombinedOutput(); err != nil {
 		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
@@ -73,7 +82,7 @@ func StartMariaDB(t testing.TB) *MariaDBProcess {
 	err = onFreePort(0, func(addr string) error {
 		p.Addr = addr
 		_, port, _ := net.SplitHostPort(addr)
-		cmd := exec.Command(server, append([]string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"),
+		cmd := exec.Command(server, append([]string{"--no-defaults", "--datadir=" + filepath.Join(dir, "data"), "--tmpdir=" + tmp,
 			"--bind-address=127.0.0.1", "--port=" + port, "--socket=" + filepath.Join(dir, "sock"),
 			"--pid-file=" + filepath.Join(dir, "pid"), "--log-error=" + filepath.Join(dir, "error.log"),
 			"--skip-log-bin", "--innodb-buffer-pool-size=32M", "--max-connections=200"}, asUser...)...)
