@@ -129,18 +129,14 @@ timed() {
 	return "$status"
 }
 
-# end_sales: end the sale of the run's voucher (on sale 1 h, tens of thousands of orders): left
-# on sale, every asynchronous instance started on this database within the hour loads it, with
-# its users, into Redis at start (scripts/cluster.sh up uses this database by default, and
-# .ci/run points make loadtest-ci's async run at it too). It runs once the cluster that sold it
-# is down: at the end, and at exit, failed or interrupted too (the EXIT trap, which bash runs on
-# SIGINT and SIGTERM as well). The service has no means to end a sale; `harness end-sales` is
-# one UPDATE of seckill_vouchers.end_time.
+# end_sales: end the sale of the run's voucher (on sale 1 h, tens of thousands of orders) once
+# the cluster is down, at the end and at exit (scripts/end-sales.sh).
+# shellcheck source=end-sales.sh
+source scripts/end-sales.sh
 voucher=""
 end_sales() {
 	[[ -n $voucher ]] || return 0
-	bin/harness end-sales -dsn "$LOADTEST_DSN" "$voucher" >>"$OUT/end-sales.txt" 2>&1 ||
-		{ echo "capacity: could not end the sale of voucher $voucher ($OUT/end-sales.txt)" >&2; return 1; }
+	end_sales_of capacity "$voucher"
 }
 
 echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before)"

@@ -101,20 +101,16 @@ export SECKILL_ORDER_DELAY=${ORDER_DELAY:-0s}
 export SECKILL_ORDER_MODE=$MODE
 
 # end_sales: end the sales of the vouchers this run's k6 setup() created (on sale 2 h; the
-# storm's unsold, with its users): left on sale, every asynchronous instance started on this
-# database within 2 h loads each, with its users, into Redis at start (the next MODE=async run,
-# make loadtest-ci's async run on the database of its sync runs, any instance on LOADTEST_DSN).
-# setup() records each in k6's console output as it creates it, so their ids are there however
-# k6 ended (the summary is written at its end, and not at all by a k6 killed). The service has
-# no means to end a sale; `harness end-sales` is one UPDATE of seckill_vouchers.end_time.
-# A failure is said, and fails a run that got to its verdict (end_status).
+# storm's unsold, with its users; scripts/end-sales.sh). setup() records each in k6's console
+# output as it creates it, so their ids are there however k6 ended (the summary is written at
+# its end, and not at all by a k6 killed). A failure is said, and fails a run that got to its
+# verdict (end_status).
+# shellcheck source=end-sales.sh
+source scripts/end-sales.sh
 end_status=0
 end_sales() {
 	[[ -f $OUT/orders.log ]] || return 0
-	bin/harness end-sales -dsn "$LOADTEST_DSN" -k6-log "$OUT/orders.log" >>"$OUT/end-sales.txt" 2>&1 || {
-		end_status=1
-		echo "loadtest: could not end the sales of the run's vouchers ($OUT/end-sales.txt)" >&2
-	}
+	end_sales_of loadtest -k6-log "$OUT/orders.log" || end_status=1
 }
 # cleanup: stop what this script started (the cluster, the async run's redis-server), then end
 # the run's sales: once the cluster that sold them is down, at the end and at exit, failed or

@@ -70,18 +70,15 @@ log() { printf '== %s\n' "$*"; }
 machine() { uptime | sed 's/.*load average/load average/'; }
 
 cleanup() { scripts/cluster.sh down >/dev/null 2>&1 || true; }
-# The vouchers this run created, each on sale for 2 h with up to millions of orders. end_sales
-# ends the sales of those still on sale: every asynchronous instance that starts on this
-# database while one is on sale loads it, and its users, into Redis at start (the next async
-# point of this run, the next run, any async instance on LOADTEST_DSN). It runs once the
-# cluster that sold them is down: before each new cluster, and at exit, failed or interrupted
-# too (the EXIT trap, which bash runs on SIGINT and SIGTERM as well). The service has no
-# means to end a sale; `harness end-sales` is one UPDATE of seckill_vouchers.end_time.
+# The vouchers this run created, each on sale for 2 h with up to millions of orders: end_sales
+# ends the sales of those still on sale once the cluster that sold them is down, before each
+# new cluster and at exit (scripts/end-sales.sh).
+# shellcheck source=end-sales.sh
+source scripts/end-sales.sh
 vouchers=()
 end_sales() {
 	((${#vouchers[@]} > 0)) || return 0
-	bin/harness end-sales -dsn "$LOADTEST_DSN" "${vouchers[@]}" >>"$OUT/end-sales.txt" 2>&1 ||
-		{ echo "scaling: could not end the sales of vouchers ${vouchers[*]} ($OUT/end-sales.txt)" >&2; return 1; }
+	end_sales_of scaling "${vouchers[@]}"
 }
 # shellcheck source=own-redis.sh
 source scripts/own-redis.sh

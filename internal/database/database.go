@@ -327,7 +327,7 @@ func IsDeadlock(err error) bool {
 func IsTransient(err error) bool {
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
-		return me.Number == 1205 || me.Number == 1213
+		return me.Number == 1205 || IsDeadlock(err)
 	}
 	var ne net.Error
 	return errors.Is(err, mysqldriver.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
