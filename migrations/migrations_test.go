@@ -96,11 +96,10 @@ func TestUpUnknownDialect(t *testing.T) {
 }
 
 // wantIndexes are the secondary indexes: uk_user_voucher, the last line of defence for one
-// order per user, the index behind per-voucher queries, and the one behind reconcile's count
-// of a retired voucher's kept units.
+// order per user and, voucher first, the index that covers the reads of a voucher's orders
+// (migration 00008), and the one behind reconcile's count of a retired voucher's kept units.
 var wantIndexes = []index{
-	{Table: "voucher_orders", Unique: true, Columns: "user_id,voucher_id"},
-	{Table: "voucher_orders", Unique: false, Columns: "voucher_id"},
+	{Table: "voucher_orders", Unique: true, Columns: "voucher_id,user_id"},
 	{Table: "async_failed_orders", Unique: false, Columns: "voucher_id"},
 }
 

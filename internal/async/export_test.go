@@ -84,3 +84,6 @@ func AllKeysOf(voucherID int64) []string {
 func SetLoadBounds(l *Loader, step, perOrder time.Duration, page int) {
 	l.bounds = loadBounds{step: step, perOrder: perOrder, page: page}
 }
+
+// OrdersOfVoucher is the statement that reads every order of a voucher.
+const OrdersOfVoucher = ordersOfVoucher

@@ -46,6 +46,10 @@ const (
 // end: Write and ReadBooks wait there for a writer of the voucher in commit.
 const takeVoucherRow = "UPDATE seckill_vouchers SET stock = stock WHERE voucher_id = ?"
 
+// ordersOfVoucher reads every order of a voucher (readOrders). uk_user_voucher, voucher_id
+// first, holds all it reads (migration 00008): it reads that index alone, never the rows.
+const ordersOfVoucher = "SELECT id, user_id FROM voucher_orders WHERE voucher_id = ?"
+
 // Store writes admitted orders to the database and reads the books a reload starts from.
 type Store struct {
 	db      *gorm.DB
@@ -200,7 +204,7 @@ func (s *Store) ReadBooks(ctx context.Context, voucherID int64, page int, each f
 
 // readOrders reads voucherID's order rows in tx and hands them to each, page at a time.
 func readOrders(tx *gorm.DB, voucherID int64, page int, each func(ids, users []int64) error) error {
-	rows, err := tx.Raw("SELECT id, user_id FROM voucher_orders WHERE voucher_id = ?", voucherID).Rows()
+	rows, err := tx.Raw(ordersOfVoucher, voucherID).Rows()
 	if err != nil {
 		return fmt.Errorf("read orders of voucher %d: %w", voucherID, err)
 	}

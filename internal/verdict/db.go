@@ -12,14 +12,15 @@ import (
 )
 
 // uniqueKeyQuery counts the unique keys on voucher_orders (user_id, voucher_id), per dialect.
-// SQLite does not keep a constraint's name, so there the key is found by its columns.
+// SQLite does not keep a constraint's name, so there the key is found by its columns, in
+// either order: both make the pair unique (voucher_id leads since migration 00008).
 var uniqueKeyQuery = map[migrations.Dialect]string{
 	migrations.MySQL: `SELECT COUNT(*) FROM information_schema.statistics
 		WHERE table_schema = DATABASE() AND table_name = 'voucher_orders'
 		AND index_name = 'uk_user_voucher' AND non_unique = 0`,
 	migrations.SQLite: `SELECT COUNT(*) FROM pragma_index_list('voucher_orders') il
 		WHERE il."unique" = 1
-		AND (SELECT group_concat(ii.name) FROM pragma_index_info(il.name) ii) = 'user_id,voucher_id'`,
+		AND (SELECT group_concat(ii.name) FROM pragma_index_info(il.name) ii) IN ('user_id,voucher_id', 'voucher_id,user_id')`,
 }
 
 // ReadDB reads the run's vouchers (ID and initial Stock given) and their orders from db into
