@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/order"
 )
 
@@ -126,7 +127,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	case <-ctx.Done():
 	}
 	grace := graceFor(orderSpan(cfg.appConfig().Order))
-	log.Info("shutting down: draining in-flight requests", "grace", grace)
+	if cfg.orderMode == app.ModeAsync {
+		// Then the instance's close lets the writer's batch in progress commit: the whole
+		// stop may take both.
+		log.Info("shutting down: draining in-flight requests, then the order writer", "grace", grace,
+			"writer_stop", async.StopTimeout(cfg.stream.ClaimIdle))
+	} else {
+		log.Info("shutting down: draining in-flight requests", "grace", grace)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

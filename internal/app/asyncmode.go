@@ -24,14 +24,8 @@ const (
 	ModeAsync = "async"
 )
 
-// Bounds of the asynchronous mode's start and stop.
-const (
-	// asyncLoadTimeout bounds loading the vouchers on sale into Redis at start.
-	asyncLoadTimeout = 2 * time.Minute
-	// writerStopTimeout bounds the writer's drain at Close: a batch in progress commits
-	// and acknowledges; what it read and did not write is claimed later.
-	writerStopTimeout = 10 * time.Second
-)
+// asyncLoadTimeout bounds loading the vouchers on sale into Redis at start.
+const asyncLoadTimeout = 2 * time.Minute
 
 // Async is the asynchronous mode's side of an instance; nil in the synchronous mode.
 type Async struct {
@@ -75,9 +69,11 @@ func newAsync(ctx context.Context, log *slog.Logger, cfg Config, db *database.DB
 	return a, nil
 }
 
-// stop drains the writer.
+// stop drains the writer within its StopTimeout, which grows with the claim idle as the
+// batch's deadline does: a batch in progress commits and acknowledges; what the writer read
+// and did not write is claimed later.
 func (a *Async) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), writerStopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), a.Writer.StopTimeout())
 	defer cancel()
 	return a.Writer.Stop(ctx)
 }

@@ -92,6 +92,21 @@ func BatchDeadline(claimIdle time.Duration) time.Duration {
 	return batchSpan(claimIdle)
 }
 
+// stopSlack is what Writer.Stop allows past a batch's deadline: a batch that failed at its
+// deadline pings the database (pingTimeout) and may record a dead letter there
+// (redisCallTimeout) before its loop ends; then Stop asks Redis, per voucher, whether its
+// consumer may leave the group (redisCallTimeout).
+const stopSlack = pingTimeout + 2*redisCallTimeout
+
+// StopTimeout is how long Writer.Stop of a writer with ClaimIdle claimIdle (DefaultClaimIdle
+// if zero) may take to let a batch in progress commit and acknowledge: the batch's deadline
+// (BatchDeadline), which counts from before the Stop, plus what a batch that failed still does
+// past it and the leaving of the group. 9.5 s by default. A stop bounded by less may give up
+// on a batch that would have committed: its entries stay pending, claimed later.
+func StopTimeout(claimIdle time.Duration) time.Duration {
+	return BatchDeadline(claimIdle) + stopSlack
+}
+
 func (c Config) withDefaults() Config {
 	if c.Group == "" {
 		c.Group = DefaultGroup

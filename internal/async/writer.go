@@ -38,8 +38,8 @@ const (
 	redisCallTimeout = 2 * time.Second
 	// pingTimeout bounds the database ping that tells an unreachable database from an order
 	// the database refused, or from a wait for a row: it runs after its batch's deadline (see
-	// unreachable), so that a batch that fails takes at most its deadline and this, well
-	// within the 10 s an instance's close gives the writer to stop, and shorter than the DSN's
+	// unreachable), so that a batch that fails takes at most its deadline and this, within
+	// StopTimeout, what an instance's close gives the writer to stop, and shorter than the DSN's
 	// readTimeout (5 s by default), which would otherwise bound a ping of a database that
 	// hangs.
 	pingTimeout = time.Second
@@ -112,7 +112,8 @@ func (w *Writer) Start() {
 // Stop stops reading, lets a batch in progress commit and acknowledge, and leaves the group
 // if nothing is pending for it (what is pending is claimed by another writer after
 // ClaimIdle, or by this service's next start). It returns ctx's error if the loops did not end
-// within ctx.
+// within ctx: give it StopTimeout (the writer's own, w.StopTimeout) for a batch in progress
+// to commit.
 func (w *Writer) Stop(ctx context.Context) error {
 	w.cancel()
 	done := make(chan struct{})
@@ -135,6 +136,9 @@ func (w *Writer) Stop(ctx context.Context) error {
 	}
 	return nil
 }
+
+// StopTimeout is StopTimeout of the writer's ClaimIdle: the bound to give Stop.
+func (w *Writer) StopTimeout() time.Duration { return StopTimeout(w.cfg.ClaimIdle) }
 
 // Ready fails when the writer has not reached the database for longer than DBDownBound.
 func (w *Writer) Ready(context.Context) error {
