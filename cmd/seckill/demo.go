@@ -261,7 +261,7 @@ func (c *cluster) stop() {
 }
 
 // stormGuard runs the storm against a fresh voucher with guard cfg.lock and judges it.
-func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *app.Stores, o demoOptions) (demoResult, error) {
+func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *app.Stores, o demoOptions) (_ demoResult, err error) {
 	ac := cfg.appConfig()
 	ac.Order.Process = newRendezvous(cfg.orderDelay).wait
 	// The demo shows the guards, not admission control: each instance admits the whole
@@ -282,13 +282,11 @@ func stormGuard(ctx context.Context, log *slog.Logger, cfg config, st *app.Store
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 	defer client.CloseIdleConnections()
 
-	now := time.Now().UTC()
-	vid, err := createVoucher(ctx, client, cl.url, cfg.adminToken, voucherRequest{
-		Title: "demo " + cfg.lock, Stock: o.stock, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour),
-	})
+	vid, endSale, err := createSale(ctx, client, cl, cfg.adminToken, "demo "+cfg.lock, o.stock)
 	if err != nil {
 		return demoResult{}, err
 	}
+	defer func() { err = errors.Join(err, endSale()) }() // before the cluster stops: deferred last
 	codes, answered := storm(ctx, client, cl.url, vid, o)
 	r := demoResult{guard: cfg.lock, safe: app.LockKinds[cfg.lock].Safe, attempts: o.users * o.perUser, codes: codes,
 		facts: verdict.Facts{Client: "the demo", Counts: order.Counts{Orders: map[string]float64{}}}}

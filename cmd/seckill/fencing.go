@@ -99,7 +99,7 @@ func (r fenceResult) verdict() string {
 // runFenceTrial starts two instances of base with the trial's guard over st and, for each
 // user at once, sends the first order to one instance and the second to the other (see
 // fenceUser).
-func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *app.Stores, tr fenceTrial) (fenceResult, error) {
+func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *app.Stores, tr fenceTrial) (_ fenceResult, err error) {
 	gate := newRendezvous(fenceDeadline)
 	// expire ends the leases once every first order is inside; the leases of redis and
 	// mysql run out on their own.
@@ -124,20 +124,18 @@ func runFenceTrial(ctx context.Context, log *slog.Logger, base app.Config, st *a
 	cfg.Order.LockTTL, cfg.Order.Timeout, cfg.Order.OutliveLease = fenceLease, fenceDeadline, true
 	cfg.Order.Process, cfg.Order.ProcessingDelay = gate.wait, 0
 	cfg.Order.MaxInflight = max(cfg.Order.MaxInflight, 4*tr.users)
-	cl, err := startCluster(ctx, log, cfg, st, 2)
+	cl, err = startCluster(ctx, log, cfg, st, 2)
 	if err != nil {
 		return fenceResult{}, err
 	}
 	defer cl.stop()
 	client := &http.Client{Timeout: 2 * fenceDeadline}
 	defer client.CloseIdleConnections()
-	now := time.Now().UTC()
-	vid, err := createVoucher(ctx, client, cl.url, cfg.AdminToken, voucherRequest{
-		Title: "fencing " + tr.guard, Stock: 2 * tr.users, BeginTime: now.Add(-time.Minute), EndTime: now.Add(time.Hour),
-	})
+	vid, endSale, err := createSale(ctx, client, cl, cfg.AdminToken, "fencing "+tr.guard, 2*tr.users)
 	if err != nil {
 		return fenceResult{}, err
 	}
+	defer func() { err = errors.Join(err, endSale()) }() // before the cluster stops: deferred last
 	// The embedded Redis (miniredis) keeps time only when told: each retry ages it by one
 	// lease, as the real clock does a real Redis's keys.
 	age := func() {}

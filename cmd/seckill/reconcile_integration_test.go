@@ -17,9 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/async"
-	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/idgen"
-	"github.com/seckill/seckill/internal/testenv"
 	"github.com/seckill/seckill/internal/voucher"
 )
 
@@ -31,13 +29,7 @@ import (
 // counts the unit the database lacks, a real drift, and reconcile exits non-zero.
 func TestReconcileShowsKeptUnits(t *testing.T) {
 	ctx := context.Background()
-	rs := testenv.StartRedisServer(t)
-	env := map[string]string{"SECKILL_MYSQL_DSN": testenv.MySQLDSN(t), "SECKILL_REDIS_ADDR": rs.Addr}
-	getenv := func(k string) string { return env[k] }
-	require.NoError(t, run(ctx, []string{"seckill", "migrate"}, getenv, io.Discard, io.Discard))
-	db, err := database.OpenMySQL(ctx, env["SECKILL_MYSQL_DSN"], database.Pool{MaxOpen: 4})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
+	db, rs, getenv := realStores(t)
 	rdb := rs.Client()
 	t.Cleanup(func() { _ = rdb.Close() })
 
@@ -88,7 +80,7 @@ func TestReconcileShowsKeptUnits(t *testing.T) {
 	assert.Contains(t, out.String(), "seckill:{voucher:"+strconv.FormatInt(a, 10)+"}:dead", "names where the kept orders are")
 
 	out.Reset()
-	err = run(ctx, []string{"seckill", "reconcile"}, getenv, &out, io.Discard)
+	err := run(ctx, []string{"seckill", "reconcile"}, getenv, &out, io.Discard)
 	require.ErrorIs(t, err, errDrift, "B's books drift:\n%s", &out)
 	assert.Contains(t, err.Error(), "1 of 2 vouchers drifted")
 	_, row = reconcileRow(t, out.String(), b)

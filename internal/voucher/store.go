@@ -92,3 +92,20 @@ func (s *Store) Get(ctx context.Context, id int64) (Voucher, error) {
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}, nil
 }
+
+// EndSales ends now the sales of those of ids still on sale at now (their end_time after
+// it): their end becomes now, to the millisecond, so that nothing takes them for on sale
+// any more (the asynchronous mode's start loads every voucher whose end is ahead into
+// Redis). A sale that has ended keeps its end. It returns how many sales it ended.
+func (s *Store) EndSales(ctx context.Context, ids []int64, now time.Time) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	now = now.UTC().Truncate(time.Millisecond)
+	res := s.db.WithContext(ctx).Model(&seckillRow{}).Where("end_time > ? AND voucher_id IN ?", now, ids).
+		Updates(map[string]any{"end_time": now, "updated_at": now})
+	if res.Error != nil {
+		return 0, fmt.Errorf("end the sales of vouchers %v: %w", ids, res.Error)
+	}
+	return res.RowsAffected, nil
+}

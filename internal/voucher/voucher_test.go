@@ -203,3 +203,39 @@ func TestCreateRollsBack(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreEndSales: EndSales ends the sales of the vouchers it is given that are on sale, and
+// only those: their end becomes now, a sale that had ended keeps its end, another voucher
+// stays on sale; a second call finds nothing left to end.
+func TestStoreEndSales(t *testing.T) {
+	for name, db := range databases(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := voucher.NewStore(db.DB)
+			now := time.Now().UTC().Truncate(time.Millisecond)
+			create := func(begin, end time.Time) int64 {
+				v, err := store.Create(ctx, voucher.Voucher{Title: "t", Stock: 1, BeginTime: begin, EndTime: end})
+				require.NoError(t, err)
+				return v.ID
+			}
+			a, b := create(now.Add(-time.Minute), now.Add(time.Hour)), create(now.Add(-time.Minute), now.Add(time.Hour))
+			other := create(now.Add(-time.Minute), now.Add(time.Hour))
+			ended := create(now.Add(-2*time.Hour), now.Add(-time.Hour))
+
+			n, err := store.EndSales(ctx, []int64{a, b, ended}, now)
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), n, "a and b were on sale")
+			for id, want := range map[int64]time.Time{a: now, b: now, ended: now.Add(-time.Hour), other: now.Add(time.Hour)} {
+				v, err := store.Get(ctx, id)
+				require.NoError(t, err)
+				assert.True(t, want.Equal(v.EndTime), "voucher %d: got end %v, want %v", id, v.EndTime, want)
+			}
+			n, err = store.EndSales(ctx, []int64{a, b}, now.Add(time.Second))
+			require.NoError(t, err)
+			assert.Zero(t, n, "nothing left to end")
+			n, err = store.EndSales(ctx, nil, now)
+			require.NoError(t, err)
+			assert.Zero(t, n)
+		})
+	}
+}

@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/seckill/seckill/internal/database"
+	"github.com/seckill/seckill/internal/voucher"
 )
 
 // runEndSales ends now the sales of the vouchers its arguments name that are still on sale,
@@ -41,36 +42,17 @@ func runEndSales(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	db, err := sql.Open("mysql", *dsn)
+	db, err := database.OpenMySQL(ctx, *dsn, database.Pool{MaxOpen: 1})
 	if err != nil {
 		return fmt.Errorf("end-sales: %w", err)
 	}
 	defer db.Close()
-	n, err := endSales(ctx, db, ids, time.Now())
+	n, err := voucher.NewStore(db.DB).EndSales(ctx, ids, time.Now())
 	if err != nil {
 		return fmt.Errorf("end-sales: %w", err)
 	}
 	fmt.Fprintf(stdout, "end-sales: %d of vouchers %v were on sale, now ended\n", n, ids)
 	return nil
-}
-
-// endSales sets the end of the sales of ids still on sale at now to now, and returns how many
-// it ended. The service has no means of its own to end a sale (no admin endpoint changes a
-// voucher, and its stores never write end_time after the voucher's creation), so this is the
-// statement on seckill_vouchers (migrations/*/00001_create_vouchers.sql); a voucher is on sale
-// to the asynchronous mode's start while end_time > now (async.Store.OnSale).
-func endSales(ctx context.Context, db *sql.DB, ids []int64, now time.Time) (int64, error) {
-	now = now.UTC()
-	args := []any{now, now, now}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	res, err := db.ExecContext(ctx, "UPDATE seckill_vouchers SET end_time = ?, updated_at = ? WHERE end_time > ? AND voucher_id IN (?"+
-		strings.Repeat(", ?", len(ids)-1)+")", args...)
-	if err != nil {
-		return 0, fmt.Errorf("end the sales of vouchers %v: %w", ids, err)
-	}
-	return res.RowsAffected()
 }
 
 // endSalesIDs is the voucher ids of args, then those that the k6 console output at k6Log

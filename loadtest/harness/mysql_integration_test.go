@@ -136,45 +136,6 @@ func TestMeasureBaseline(t *testing.T) {
 	assert.Equal(t, r.Orders, taken, "stock taken: got %d, want %d", taken, r.Orders)
 }
 
-// TestEndSales: end-sales ends the sales of the vouchers it is given, so that the asynchronous
-// mode's start no longer finds them on sale (async.Store.OnSale, what it loads into Redis), and
-// leaves every other voucher as it was; a second call finds nothing left to end.
-func TestEndSales(t *testing.T) {
-	ctx := context.Background()
-	db := migratedDB(t)
-	vs := voucher.NewStore(db.DB)
-	now := time.Now().UTC()
-	create := func(begin, end time.Time) int64 {
-		v, err := vs.Create(ctx, voucher.Voucher{Title: "end-sales", Stock: 10, BeginTime: begin, EndTime: end})
-		require.NoError(t, err)
-		return v.ID
-	}
-	a := create(now.Add(-time.Minute), now.Add(2*time.Hour)) // as scripts/scaling.sh creates them
-	b := create(now.Add(-time.Minute), now.Add(2*time.Hour))
-	other := create(now.Add(-time.Minute), now.Add(2*time.Hour))
-	ended := create(now.Add(-2*time.Hour), now.Add(-time.Hour))
-	onSale := func() []int64 {
-		ids, err := async.NewStore(db).OnSale(ctx, time.Now())
-		require.NoError(t, err)
-		return ids
-	}
-	require.Equal(t, []int64{a, b, other}, onSale())
-
-	sqlDB, err := db.DB.DB()
-	require.NoError(t, err)
-	n, err := endSales(ctx, sqlDB, []int64{a, b, ended}, time.Now())
-	require.NoError(t, err)
-	assert.Equal(t, int64(2), n, "a and b were on sale")
-	assert.Equal(t, []int64{other}, onSale(), "only the voucher not named is still on sale")
-	var end time.Time
-	require.NoError(t, db.Raw("SELECT end_time FROM seckill_vouchers WHERE voucher_id = ?", ended).Scan(&end).Error)
-	assert.WithinDuration(t, now.Add(-time.Hour), end, time.Millisecond, "a sale that had ended keeps its end")
-
-	n, err = endSales(ctx, sqlDB, []int64{a, b}, time.Now())
-	require.NoError(t, err)
-	assert.Zero(t, n, "nothing left to end")
-}
-
 // TestEndSalesOfAK6Run: `end-sales -k6-log` ends the sales of the vouchers that a k6 run's
 // console output records as created (scripts/loadtest.sh's: the k6 script's setup() created
 // them), beside those named as arguments, and no other; before, the flag did not exist and the
