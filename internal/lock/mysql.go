@@ -140,8 +140,13 @@ func (l *MySQLLock) Token() int64 { return l.token.Load() }
 // sets its expiry to lease from now on the database's clock, except that a re-entry never
 // shortens it (as ReentrantLock's: the outer hold counts on the lease it set, and a shorter
 // one would let another owner in while it still works); it inserts the row when the name
-// has none. It reports false, nil when another owner holds an unexpired row, and
-// ErrInvalidTTL for a lease under a millisecond. An attempt that fails (an error, ctx
+// has none. It reports false, nil when another owner holds an unexpired row, and also when
+// another transaction kept the row locked until the database ended this attempt's wait for
+// it (MySQL's error 1205, after innodb_lock_wait_timeout, which database.OpenMySQL sets a
+// second inside the caller's deadline): the database answered, the statement was rolled back
+// and took nothing, and the lock was someone else's for as long as the attempt could wait,
+// which is contention, as the other backends report it, not a failure of the database. It
+// returns ErrInvalidTTL for a lease under a millisecond. An attempt that fails (an error, ctx
 // ending mid-statement) may or may not have run: its statement may have taken or re-entered
 // the row with only the answer lost, or never reached the database. TryLock then gives back
 // the hold that attempt made, if it made one, and none other, at once, on a context of its
@@ -177,6 +182,11 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 			version, ok, err = l.s.grant(ctx, l.name, owner, lease, attempt)
 		}
 	}
+	if err != nil && l.s.sql.isRowBusy(err) {
+		// Rolled back, and no earlier statement of this attempt took the row: nothing to
+		// give back (a release would only wait for the same row lock).
+		return false, nil
+	}
 	if err != nil {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		_, _, _ = l.s.release(cctx, l.name, owner, attempt)
@@ -197,12 +207,16 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 
 // TryLockWait tries, and while another owner holds the lock tries again after a pause:
 // RetryDelay on average at first, doubling up to MaxRetryDelay, each drawn from [d/2, 3d/2).
-// It stops when it has the lock, when wait runs out (false, nil) or when ctx ends (ctx's
-// error), and returns at once the error of an attempt that failed. wait == 0 tries once,
+// It stops when it has the lock, when wait runs out (false, nil: whether another owner held
+// the row or another transaction kept it locked, as TryLock reports both) or when ctx ends
+// (ctx's error), and returns at once the error of an attempt that failed. wait == 0 tries once,
 // wait < 0 waits as long as ctx allows. With wait > 0 every attempt ends half a second after
 // the wait at the latest, as the Redis locks' do: a database that does not answer holds the
 // caller for wait, that half second and the release after a failed attempt (another half
-// second) at most, whatever ctx and the driver's timeouts; such an attempt is an error.
+// second) at most, whatever ctx and the driver's timeouts; such an attempt is an error. So is
+// one that waits for a row another transaction keeps locked and that InnoDB's wait carries
+// past that half second (an attempt begun less than innodb_lock_wait_timeout before the
+// wait's end): cut short, it is not told from a database that does not answer.
 func (l *MySQLLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	actx, cancel := waitBound(ctx, time.Now(), wait)
 	defer cancel()

@@ -46,6 +46,10 @@ type lockStatements struct {
 	update func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error)
 	// isDuplicate reports whether insert failed because the row exists.
 	isDuplicate func(error) bool
+	// isRowBusy reports whether a statement failed because the database ended its wait for a
+	// row that another transaction kept locked: it was rolled back, took nothing, and the
+	// database answered.
+	isRowBusy func(error) bool
 }
 
 // lockSQL holds the statements of each dialect.
@@ -93,6 +97,10 @@ WHERE name = ? AND owner = ? AND ? IN (0, attempt)`,
 			var me *mysql.MySQLError
 			return errors.As(err, &me) && me.Number == 1062 // ER_DUP_ENTRY
 		},
+		isRowBusy: func(err error) bool {
+			var me *mysql.MySQLError
+			return errors.As(err, &me) && me.Number == 1205 // ER_LOCK_WAIT_TIMEOUT: innodb_lock_wait_timeout ran out
+		},
 	},
 	// SQLite: one writer at a time, so every statement is atomic; UPDATE … RETURNING
 	// answers the value. Times are text in strftime's fixed format, so text order is time
@@ -127,5 +135,8 @@ RETURNING holds`,
 			return v, err == nil, err
 		},
 		isDuplicate: func(error) bool { return false }, // ON CONFLICT DO NOTHING: no row inserted
+		// SQLite locks the whole database, not a row: a write lock another connection keeps
+		// ends the call at its deadline (database.ErrWriteLockBusy), an error.
+		isRowBusy: func(error) bool { return false },
 	},
 }
