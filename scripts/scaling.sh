@@ -190,6 +190,8 @@ async_ceiling=$(val "instances,async,2,$CONNECTIONS" 5)
 read -r sync_best sync_best_c < <(best sync)
 read -r async_best async_best_c < <(best async)
 healthz_at_async_best=$(val "connections,healthz,2,$async_best_c" 5)
+# Sync measured where async has its ceiling: the ratio at one connection count there too.
+sync_at_async_best=$(val "connections,sync,2,$async_best_c" 5)
 drain=$(python3 -c 'import glob,json; r=[json.load(open(f)) for f in glob.glob("'"$OUT"'/drain-*.json")]; r=[x for x in r if x["backlogAtStart"]>=2000]; print("%.1f %d" % (max(x["ratePerSec"] for x in r), max(x["backlogAtStart"] for x in r)) if r else "0 0")' 2>/dev/null || echo "0 0")
 read -r drain_rate drain_backlog <<<"$drain"
 
@@ -247,13 +249,16 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 {
 	echo "scaling summary ($(date -u +%FT%TZ), $(nproc) cores, $(machine) after)"
 	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v p="${p99_80:-}" -v c="$CONNECTIONS" \
-		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" 'BEGIN {
+		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" -v sab="${sync_at_async_best:-0}" 'BEGIN {
 		printf "  at %d connections, 2 instances: sync %.1f orders/s, async %.1f admissions/s, GET /healthz %.1f/s\n", c, s, a, h
 		printf "  best of the connection sweep:   sync %.1f (%d connections), async %.1f (%d connections; GET /healthz %.1f there)\n", sb, sbc, ab, abc, hb
 		printf "  DB baseline (%d workers)        %.1f orders/s\n", c, b
 		if (s > 0 && sb > 0) {
 			printf "  async / sync at %d connections   %6.1fx  (goal >= 10x)   %s\n", c, a / s, a >= 10 * s ? "met" : "NOT met"
 			printf "  async / sync, best of each      %6.1fx  (goal >= 10x)   %s\n", ab / sb, ab >= 10 * sb ? "met" : "NOT met"
+			# Not judged: past the nginx order gate (32 per instance) sync sheds with 503, and the
+			# CPU its 503s take lowers its 2xx/s, so there it is not the ceiling of sync.
+			if (sab > 0) printf "  async / sync at the async best (%d conns) %6.1fx  (not judged: sync sheds past its order gate there)\n", abc, ab / sab
 		}
 		if (h > 0 && hb > 0) {
 			printf "  async / healthz at %d connections %6.2f  (goal >= 0.50)  %s\n", c, a / h, a >= 0.5 * h ? "met" : "NOT met"
