@@ -52,7 +52,7 @@ var ErrGrantReplyLost = errors.New("read tcp: i/o timeout (the grant's reply was
 func LoseGrantReplies(s *MySQLLocks, armed *atomic.Bool) {
 	stmts := *s.sql
 	run := stmts.update
-	stmts.update = func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+	stmts.update = func(ctx context.Context, db execer, query string, args ...any) (int64, bool, error) {
 		v, ok, err := run(ctx, db, query, args...)
 		if err == nil && query == stmts.grant && armed.CompareAndSwap(true, false) {
 			return 0, false, ErrGrantReplyLost
@@ -71,7 +71,7 @@ var ErrGrantRefused = errors.New("write tcp: broken pipe (the grant never reache
 func RefuseGrants(s *MySQLLocks, armed *atomic.Bool) {
 	stmts := *s.sql
 	run := stmts.update
-	stmts.update = func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+	stmts.update = func(ctx context.Context, db execer, query string, args ...any) (int64, bool, error) {
 		if query == stmts.grant && armed.CompareAndSwap(true, false) {
 			return 0, false, ErrGrantRefused
 		}
@@ -97,7 +97,7 @@ const WaitOverrun, CleanupTimeout = waitOverrun, cleanupTimeout
 func HangStatements(s *MySQLLocks, hung *atomic.Bool) {
 	stmts := *s.sql
 	run := stmts.update
-	stmts.update = func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+	stmts.update = func(ctx context.Context, db execer, query string, args ...any) (int64, bool, error) {
 		if hung.Load() {
 			<-ctx.Done()
 			return 0, false, ctx.Err()

@@ -154,6 +154,14 @@ func (l *MySQLLock) Token() int64 { return l.token.Load() }
 // before, through this MySQLLock or another of the same goroutine, stays as it was. If that
 // release fails too, the attempt's hold lasts until the row expires.
 func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, error) {
+	return l.try(ctx, lease, l.s.grant)
+}
+
+// grantFunc takes a name's row for an owner, as MySQLLocks.grant does.
+type grantFunc func(ctx context.Context, name, owner string, lease time.Duration, attempt int64) (int64, bool, error)
+
+// try is TryLock, taking an existing row with grant.
+func (l *MySQLLock) try(ctx context.Context, lease time.Duration, grant grantFunc) (bool, error) {
 	if lease < time.Millisecond {
 		return false, fmt.Errorf("lock %s: %w", l.name, ErrInvalidTTL)
 	}
@@ -167,7 +175,7 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 	// through another, and whether a statement whose answer was lost ever ran is known only
 	// to the row.
 	attempt := newAttempt()
-	version, ok, err := l.s.grant(ctx, l.name, owner, lease, attempt)
+	version, ok, err := grant(ctx, l.name, owner, lease, attempt)
 	if err == nil && !ok {
 		// No row to take: either the name has none yet, or another owner holds it. An
 		// INSERT tells which; when another contender inserted the row in between, it may
@@ -179,7 +187,7 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 		case inserted:
 			version, ok = 1, true
 		default:
-			version, ok, err = l.s.grant(ctx, l.name, owner, lease, attempt)
+			version, ok, err = grant(ctx, l.name, owner, lease, attempt)
 		}
 	}
 	if err != nil && l.s.sql.isRowBusy(err) {
@@ -207,21 +215,32 @@ func (l *MySQLLock) TryLock(ctx context.Context, lease time.Duration) (bool, err
 
 // TryLockWait tries, and while another owner holds the lock tries again after a pause:
 // RetryDelay on average at first, doubling up to MaxRetryDelay, each drawn from [d/2, 3d/2).
-// It stops when it has the lock, when wait runs out (false, nil: whether another owner held
-// the row or another transaction kept it locked, as TryLock reports both) or when ctx ends
-// (ctx's error), and returns at once the error of an attempt that failed. wait == 0 tries once,
-// wait < 0 waits as long as ctx allows. With wait > 0 every attempt ends half a second after
-// the wait at the latest, as the Redis locks' do: a database that does not answer holds the
-// caller for wait, that half second and the release after a failed attempt (another half
-// second) at most, whatever ctx and the driver's timeouts; such an attempt is an error. So is
-// one that waits for a row another transaction keeps locked and that InnoDB's wait carries
-// past that half second (an attempt begun less than innodb_lock_wait_timeout before the
-// wait's end): cut short, it is not told from a database that does not answer.
+// It stops when it has the lock, when wait runs out (false, nil) or when ctx ends (ctx's
+// error), and returns at once the error of an attempt that failed. wait == 0 tries once, as
+// TryLock; wait < 0 waits as long as ctx allows.
+//
+// With wait != 0 the pauses do all the waiting: an attempt never waits for the row's lock. It
+// locks the row first, in a transaction of its own, with FOR UPDATE NOWAIT (four round trips
+// where TryLock makes one), and a row that another transaction keeps locked is not obtained
+// at once, as a row another owner holds, and tried again after the pause. So a wait that runs
+// out while another owner keeps the lock, by its row or by its row's lock, reports false,
+// nil, wherever InnoDB's innodb_lock_wait_timeout would have ended an attempt begun near the
+// wait's end. With wait > 0 every attempt ends half a second after the wait at the latest, as
+// the Redis locks' do: a database that does not answer holds the caller for wait, that half
+// second and the release after a failed attempt (another half second) at most, whatever ctx
+// and the driver's timeouts; such an attempt is an error. The one statement NOWAIT cannot
+// bound is a name's first INSERT, which waits while another transaction that inserted the same
+// name, or locked the gap where it goes, stays open; cut short by that bound, it is an error
+// too.
 func (l *MySQLLock) TryLockWait(ctx context.Context, wait, lease time.Duration) (bool, error) {
 	actx, cancel := waitBound(ctx, time.Now(), wait)
 	defer cancel()
+	grant := l.s.grantNoWait
+	if wait == 0 {
+		grant = l.s.grant
+	}
 	ok, err := retry(ctx, wait, backoff(l.s.retry, l.s.maxRetry), nil, func() (bool, error) {
-		return l.TryLock(actx, lease)
+		return l.try(actx, lease, grant)
 	})
 	if err != nil && ctx.Err() == nil && actx.Err() != nil {
 		err = fmt.Errorf("%w (no answer within the wait and %s)", err, waitOverrun)
@@ -261,7 +280,43 @@ func newAttempt() int64 { return rand.Int64N(math.MaxInt64) + 1 }
 // grant runs the take-over UPDATE, marking the row with attempt, and returns the row's
 // version when it took the row.
 func (s *MySQLLocks) grant(ctx context.Context, name, owner string, lease time.Duration, attempt int64) (int64, bool, error) {
-	return s.sql.update(ctx, s.db, s.sql.grant, owner, owner, owner, s.sql.lease(lease), owner, attempt, name, owner)
+	return s.grantOn(ctx, s.db, name, owner, lease, attempt)
+}
+
+// grantOn is grant on db, the pool or a transaction.
+func (s *MySQLLocks) grantOn(ctx context.Context, db execer, name, owner string, lease time.Duration, attempt int64) (int64, bool, error) {
+	return s.sql.update(ctx, db, s.sql.grant, owner, owner, owner, s.sql.lease(lease), owner, attempt, name, owner)
+}
+
+// grantNoWait is grant that never waits for the row's lock (TryLockWait's attempts): in a
+// transaction, lockRow locks the row first and fails at once (isRowBusy) when another
+// transaction keeps it locked; the UPDATE then finds the row locked by its own transaction.
+// A name without a row matches nothing, as with grant, and the transaction ends at once, its
+// lock on the absent name's gap with it, before the caller inserts the row. Where the
+// database locks no rows it is grant.
+func (s *MySQLLocks) grantNoWait(ctx context.Context, name, owner string, lease time.Duration, attempt int64) (int64, bool, error) {
+	if s.sql.lockRow == "" {
+		return s.grant(ctx, name, owner, lease, attempt)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, s.sql.lockRow, name).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, tx.Rollback()
+	}
+	var version int64
+	var ok bool
+	if err == nil {
+		version, ok, err = s.grantOn(ctx, tx, name, owner, lease, attempt)
+	}
+	if err != nil {
+		_ = tx.Rollback()
+		return 0, false, err
+	}
+	return version, ok, tx.Commit()
 }
 
 // insert creates the name's row, held by owner and marked with attempt, and reports false

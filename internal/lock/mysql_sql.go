@@ -41,15 +41,26 @@ type lockStatements struct {
 	release string
 	// lease formats a lease as the statements' lease argument.
 	lease func(time.Duration) any
+	// lockRow locks the row of a name (arg 1), when it has one, without waiting for another
+	// transaction that keeps it locked: it fails at once where a statement would wait
+	// innodb_lock_wait_timeout, an error isRowBusy reports. Empty where the database locks no
+	// rows (SQLite: its statements wait for the database's write lock, see isRowBusy).
+	lockRow string
 	// update runs grant or release and returns the value it answers, or false when it
 	// matched no row.
-	update func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error)
+	update func(ctx context.Context, db execer, query string, args ...any) (int64, bool, error)
 	// isDuplicate reports whether insert failed because the row exists.
 	isDuplicate func(error) bool
-	// isRowBusy reports whether a statement failed because the database ended its wait for a
-	// row that another transaction kept locked: it was rolled back, took nothing, and the
-	// database answered.
+	// isRowBusy reports whether a statement failed because another transaction kept its row
+	// locked, until the database ended the statement's wait for it or, for lockRow, at once:
+	// it was rolled back, took nothing, and the database answered.
 	isRowBusy func(error) bool
+}
+
+// execer runs the statements: a *sql.DB, or the *sql.Tx of a grant that does not wait.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // lockSQL holds the statements of each dialect.
@@ -81,8 +92,10 @@ VALUES (?, ?, 1, 1, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)`,
 	owner = CASE WHEN holds > 1 THEN owner ELSE '' END,
 	holds = LAST_INSERT_ID(holds - 1)
 WHERE name = ? AND owner = ? AND ? IN (0, attempt)`,
-		lease: func(d time.Duration) any { return d.Microseconds() },
-		update: func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+		// NOWAIT: MariaDB 10.3 and MySQL 8.0 on.
+		lockRow: `SELECT 1 FROM distributed_locks WHERE name = ? FOR UPDATE NOWAIT`,
+		lease:   func(d time.Duration) any { return d.Microseconds() },
+		update: func(ctx context.Context, db execer, query string, args ...any) (int64, bool, error) {
 			res, err := db.ExecContext(ctx, query, args...)
 			if err != nil {
 				return 0, false, err
@@ -99,7 +112,9 @@ WHERE name = ? AND owner = ? AND ? IN (0, attempt)`,
 		},
 		isRowBusy: func(err error) bool {
 			var me *mysql.MySQLError
-			return errors.As(err, &me) && me.Number == 1205 // ER_LOCK_WAIT_TIMEOUT: innodb_lock_wait_timeout ran out
+			// ER_LOCK_WAIT_TIMEOUT: innodb_lock_wait_timeout ran out, or MariaDB's NOWAIT;
+			// ER_LOCK_NOWAIT: MySQL's NOWAIT.
+			return errors.As(err, &me) && (me.Number == 1205 || me.Number == 3572)
 		},
 	},
 	// SQLite: one writer at a time, so every statement is atomic; UPDATE … RETURNING
@@ -126,7 +141,7 @@ RETURNING holds`,
 		lease: func(d time.Duration) any { // a strftime modifier: "+1.500000 seconds"
 			return "+" + strconv.FormatFloat(d.Seconds(), 'f', 6, 64) + " seconds"
 		},
-		update: func(ctx context.Context, db *sql.DB, query string, args ...any) (int64, bool, error) {
+		update: func(ctx context.Context, db execer, query string, args ...any) (int64, bool, error) {
 			var v int64
 			err := db.QueryRowContext(ctx, query, args...).Scan(&v)
 			if errors.Is(err, sql.ErrNoRows) {
