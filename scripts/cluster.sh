@@ -7,7 +7,8 @@
 #
 #   scripts/cluster.sh up       build, create the database, migrate, start everything, wait healthy
 #   scripts/cluster.sh status   each part, its pid and its health; exit 1 if any part is down
-#   scripts/cluster.sh down     stop what `up` started, by the pids it recorded
+#   scripts/cluster.sh down     stop what `up` started, by the pids it recorded: SIGTERM, and
+#                               SIGKILL only past the stop bound each instance logged
 #   scripts/cluster.sh start-instance N   start instance N again after it died (make chaos)
 #   scripts/cluster.sh ensure-pkg CMD PKG install Debian's PKG when CMD is missing (make chaos)
 #
@@ -76,25 +77,54 @@ alive() {
 	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -q -- "$pattern"
 }
 
-# stop PIDFILE PATTERN NAME: SIGTERM (graceful: in-flight orders finish), SIGKILL after 15 s.
+# stop PIDFILE PATTERN NAME SECONDS: SIGTERM (graceful: in-flight orders finish), SIGKILL if
+# it still runs SECONDS later.
 stop() {
-	local pidfile=$1 pattern=$2 name=$3 pid i
+	local pidfile=$1 pattern=$2 name=$3 secs=$4 pid i
 	if ! alive "$pidfile" "$pattern"; then
 		rm -f "$pidfile"
 		return 0
 	fi
 	pid=$(<"$pidfile")
 	kill -TERM "$pid"
-	for ((i = 0; i < 150; i++)); do
+	for ((i = 0; i < secs * 10; i++)); do
 		alive "$pidfile" "$pattern" || break
 		sleep 0.1
 	done
 	if alive "$pidfile" "$pattern"; then
-		log "$name (pid $pid) ignored SIGTERM for 15 s; SIGKILL"
+		log "$name (pid $pid) still running ${secs} s after SIGTERM; SIGKILL"
 		kill -KILL "$pid"
 	fi
 	rm -f "$pidfile"
 	log "stopped $name (pid $pid)"
+}
+
+# stop_within LOG: the longest the instance writing LOG may take to stop gracefully, in whole
+# seconds rounded up, as it stated when it last started serving ("seckill serving …
+# stop_within=24.5s", a Go duration): the grace for in-flight requests (15 s, or the longest
+# an order may run + 5 s), then in async mode the order writer's stop (a batch's deadline +
+# 5 s). The instance works it out from its own settings, so nothing here repeats the rule.
+# Fails when LOG states none.
+stop_within() {
+	awk '/msg="seckill serving"/ && match($0, /stop_within=[0-9hms.]+/) { d = substr($0, RSTART + 12, RLENGTH - 12) }
+	END {
+		if (d == "") exit 1
+		s = 0
+		if (match(d, /^[0-9]+h/)) { s += 3600 * substr(d, 1, RLENGTH - 1); d = substr(d, RLENGTH + 1) }
+		if (match(d, /^[0-9]+m/)) { s += 60 * substr(d, 1, RLENGTH - 1); d = substr(d, RLENGTH + 1) }
+		if (d !~ /^[0-9]+(\.[0-9]+)?s$/) exit 1
+		s += substr(d, 1, length(d) - 1)
+		printf "%d\n", (s == int(s)) ? s : int(s) + 1
+	}' "$1" 2>/dev/null
+}
+
+# instance_stop_secs N: how long `down` lets instance N stop before a SIGKILL: its stop_within,
+# and 5 s for closing its stores and exiting. One that stated none never started serving, with
+# nothing in flight; it gets 15 s, nginx's.
+instance_stop_secs() {
+	local secs
+	secs=$(stop_within "$RUN_DIR/seckill-$1.log") || secs=10
+	echo $((secs + 5))
 }
 
 # wait_http URL SECONDS PIDFILE: poll until URL answers 2xx or the process died. (kill -0, not
@@ -243,11 +273,12 @@ cmd_up() {
 
 cmd_down() {
 	local i f
-	stop "$RUN_DIR/nginx.pid" nginx nginx
+	stop "$RUN_DIR/nginx.pid" nginx nginx 15
 	for f in "$RUN_DIR"/seckill-*.pid; do
 		[[ -e $f ]] || continue
 		i=${f##*/seckill-}
-		stop "$f" bin/seckill "instance ${i%.pid}"
+		i=${i%.pid}
+		stop "$f" bin/seckill "instance $i" "$(instance_stop_secs "$i")"
 	done
 }
 

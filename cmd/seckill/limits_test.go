@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/async"
 )
 
 // rawConn dials s on TCP, bounded: every read and write fails after limit.
@@ -138,4 +141,30 @@ func TestShutdownGraceCoversTheLongestOrder(t *testing.T) {
 	} {
 		assert.Equal(t, tt.want, graceFor(tt.span), "order span %s", tt.span)
 	}
+}
+
+// TestStopWithinCoversTheWriter: the stop bound an instance states as it starts serving
+// (stop_within, which scripts/cluster.sh allows before a SIGKILL) is the shutdown grace, and
+// in the asynchronous mode the order writer's stop after it (async.StopTimeout), Go's longest
+// duration where that sum would overflow. cluster.sh killed every instance 15 s after its
+// SIGTERM, inside the 24.5 s an async instance may take by default.
+func TestStopWithinCoversTheWriter(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		args []string
+		want time.Duration
+	}{
+		{"sync", nil, shutdownGrace},
+		{"async", []string{"-order-mode", "async"}, shutdownGrace + async.StopTimeout(0)},
+		{"async, longer claim idle", []string{"-order-mode", "async", "-stream-claim-idle", "30s"}, shutdownGrace + async.StopTimeout(30*time.Second)},
+		{"async, order deadline at the longest span", []string{"-order-mode", "async", "-order-timeout", maxOrderSpan.String()}, math.MaxInt64},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := parseConfig("serve", tt.args, func(string) string { return "" }, io.Discard, nil)
+			require.NoError(t, err)
+			grace, writer, total := stopBounds(cfg)
+			assert.Equal(t, tt.want, total, "grace %s, writer %s", grace, writer)
+		})
+	}
+	assert.Equal(t, 24500*time.Millisecond, shutdownGrace+async.StopTimeout(0), "the default async stop README states")
 }

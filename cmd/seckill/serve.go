@@ -78,6 +78,23 @@ func newHTTPServer(h http.Handler, lockTTL time.Duration) *http.Server {
 	}
 }
 
+// stopBounds are how long the instance's graceful stop may take once it is told to stop: grace
+// for in-flight requests (graceFor), then, in the asynchronous mode, writer for the order
+// writer's batch in progress (async.StopTimeout), and their sum, total (Go's longest duration
+// where the sum would overflow). Whatever stops the instance (scripts/cluster.sh, an
+// orchestrator's grace period) should allow total before it kills it: the instance logs it as
+// it starts serving (stop_within).
+func stopBounds(cfg config) (grace, writer, total time.Duration) {
+	grace = graceFor(orderSpan(cfg.appConfig().Order))
+	if cfg.orderMode == app.ModeAsync {
+		writer = async.StopTimeout(cfg.stream.ClaimIdle)
+	}
+	if grace > math.MaxInt64-writer {
+		return grace, writer, math.MaxInt64
+	}
+	return grace, writer, grace + writer
+}
+
 // orderSpan is the longest an order of o may run: within the lock's lease, or within its
 // deadline when that is longer (explicit fencing allows it, and the asynchronous mode, whose
 // orders take no lock).
@@ -116,8 +133,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := newHTTPServer(inst.Handler, orderSpan(cfg.appConfig().Order))
+	grace, writerStop, stopWithin := stopBounds(cfg)
 	log.Info("seckill serving", "addr", ln.Addr().String(), "order_mode", cfg.orderMode, "lock", cfg.lock, "lock_ttl", cfg.lockTTL,
-		"order_delay", cfg.orderDelay, "process", inst.Process)
+		"order_delay", cfg.orderDelay, "process", inst.Process, "stop_within", stopWithin)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -126,12 +144,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	grace := graceFor(orderSpan(cfg.appConfig().Order))
 	if cfg.orderMode == app.ModeAsync {
 		// Then the instance's close lets the writer's batch in progress commit: the whole
 		// stop may take both.
 		log.Info("shutting down: draining in-flight requests, then the order writer", "grace", grace,
-			"writer_stop", async.StopTimeout(cfg.stream.ClaimIdle))
+			"writer_stop", writerStop)
 	} else {
 		log.Info("shutting down: draining in-flight requests", "grace", grace)
 	}
