@@ -7,7 +7,8 @@
 #
 #   scripts/cluster.sh up       build, create the database, migrate, start everything, wait healthy
 #   scripts/cluster.sh status   each part, its pid and its health; exit 1 if any part is down
-#   scripts/cluster.sh down     stop what `up` started, by the pids it recorded: SIGTERM, and
+#   scripts/cluster.sh down     stop what `up` started, by the pids it recorded: SIGTERM (the
+#                               instances all at once, after nginx), and
 #                               SIGKILL only past the stop bound each instance logged
 #   scripts/cluster.sh start-instance N   start instance N again after it died (make chaos)
 #   scripts/cluster.sh ensure-pkg CMD PKG install Debian's PKG when CMD is missing (make chaos)
@@ -271,15 +272,21 @@ cmd_up() {
 	log "nginx ready on $NGINX_ADDR (pid $(<"$RUN_DIR/nginx.pid")), round-robin over $INSTANCES instances, SECKILL_LOCK=$SECKILL_LOCK"
 }
 
+# cmd_down: nginx first, so that no new request reaches an instance, then every instance at
+# once, each within its own bound: instances that each take their whole bound hold `down` for
+# the longest of the bounds, not for their sum.
 cmd_down() {
-	local i f
+	local i f stops=() rc=0
 	stop "$RUN_DIR/nginx.pid" nginx nginx 15
 	for f in "$RUN_DIR"/seckill-*.pid; do
 		[[ -e $f ]] || continue
 		i=${f##*/seckill-}
 		i=${i%.pid}
-		stop "$f" bin/seckill "instance $i" "$(instance_stop_secs "$i")"
+		stop "$f" bin/seckill "instance $i" "$(instance_stop_secs "$i")" &
+		stops+=($!)
 	done
+	for i in "${stops[@]}"; do wait "$i" || rc=1; done
+	return $rc
 }
 
 # status_line PART PIDFILE PATTERN ADDR PATH: one row of `status`; fails if the part is down.
