@@ -17,8 +17,8 @@ test-integration:
 ## test-mysql: the suites that use the database, against Oracle's MySQL instead of MariaDB: MySQL on
 ## 127.0.0.1:3307, started by scripts/services.sh (Debian unstable's mysql-server-core, cached in
 ## /var/cache/seckill/mysql and unpacked into run/services; needs root). The other servers as for
-## test-integration. SECKILL_TEST_REAL_ONLY=1: internal/async's tests skip the embedded stores,
-## which make test-integration already ran (internal/async/helpers_test.go, stores)
+## test-integration. SECKILL_TEST_REAL_ONLY=1: the per-store tests run on the real stores alone
+## (testenv.RealOnly); the embedded half would repeat make test's run
 MYSQL_TEST_DSN ?= root:@tcp(127.0.0.1:3307)/
 MYSQL_TEST_PKGS = ./internal/api ./internal/app ./internal/async ./internal/database ./internal/order \
 	./internal/verdict ./internal/voucher ./migrations ./loadtest/harness
@@ -26,9 +26,9 @@ test-mysql:
 	scripts/services.sh up mysql
 	scripts/services.sh up
 	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' SECKILL_TEST_REAL_ONLY=1 $(GO) test -race -count=1 -tags integration $(MYSQL_TEST_PKGS)
-	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' $(GO) test -race -count=1 -tags integration ./internal/lock \
+	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' SECKILL_TEST_REAL_ONLY=1 $(GO) test -race -count=1 -tags integration ./internal/lock \
 		-run 'MySQL|GetLock'
-	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' $(GO) test -race -count=1 -tags integration ./cmd/seckill \
+	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' SECKILL_TEST_REAL_ONLY=1 $(GO) test -race -count=1 -tags integration ./cmd/seckill \
 		-run 'TestFencingStopsStaleWriters|TestTwoInstancesOneOrderPerUser|TestGracefulShutdown'
 
 ## build: the binary at bin/seckill

@@ -53,6 +53,9 @@ func TestFencingStopsStaleWriters(t *testing.T) {
 	}
 	for name, st := range fenceStores(t) {
 		for _, guard := range guards {
+			if ranInMakeTest(name, guard) {
+				continue
+			}
 			for _, fencing := range []bool{false, true} {
 				t.Run(name+"/"+guard+map[bool]string{true: "/on", false: "/off"}[fencing], func(t *testing.T) {
 					r, err := runFenceTrial(context.Background(), log, app.Config{AdminToken: "secret"}, st,

@@ -39,7 +39,10 @@ type stack struct {
 
 func stacks(t *testing.T) []*stack {
 	t.Helper()
-	out := []*stack{newStack(t, "embedded", app.StoresConfig{DataDir: t.TempDir()})}
+	var out []*stack
+	if !testenv.RealOnly() {
+		out = append(out, newStack(t, "embedded", app.StoresConfig{DataDir: t.TempDir()}))
+	}
 	if testenv.Integration {
 		out = append(out, newStack(t, "real", app.StoresConfig{
 			MySQLDSN:  testenv.MySQLDSN(t),

@@ -22,15 +22,17 @@ import (
 	"github.com/seckill/seckill/internal/voucher"
 )
 
-// storesUnderTest are the embedded stores always and, in integration builds, a fresh database
-// on the real MariaDB (migrated) with the real Redis.
+// storesUnderTest are the embedded stores (unless testenv.RealOnly) and, in integration builds,
+// a fresh database on the real MariaDB (migrated) with the real Redis.
 func storesUnderTest(t *testing.T) map[string]*app.Stores {
 	t.Helper()
-	ctx := context.Background()
-	st, err := app.OpenStores(ctx, app.StoresConfig{DataDir: t.TempDir()})
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	out := map[string]*app.Stores{"embedded": st}
+	out := map[string]*app.Stores{}
+	if !testenv.RealOnly() {
+		st, err := app.OpenStores(context.Background(), app.StoresConfig{DataDir: t.TempDir()})
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		out["embedded"] = st
+	}
 	if testenv.Integration {
 		out["real"] = realStores(t, testenv.MySQLDSN(t), testenv.Getenv("SECKILL_TEST_REDIS_ADDR", "127.0.0.1:6379"))
 	}

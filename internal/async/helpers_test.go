@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -32,16 +31,13 @@ type store struct {
 	db   *database.DB
 }
 
-// stores returns the embedded pair (miniredis + SQLite) and, in integration builds, a
-// redis-server of the test's own with the real MariaDB/MySQL. With SECKILL_TEST_REAL_ONLY=1
-// in an integration build it returns the real pair alone: make test-mysql sets it, as it
-// runs this package once more against Oracle's MySQL, where the embedded pair would repeat
-// the run make test-integration already made of it (about half of this package's time).
+// stores returns the embedded pair (miniredis + SQLite), unless testenv.RealOnly, and, in
+// integration builds, a redis-server of the test's own with the real MariaDB/MySQL.
 func stores(t *testing.T) []store {
 	t.Helper()
 	dbs := testenv.Databases(t, database.Pool{MaxOpen: 8})
 	var out []store
-	if !testenv.Integration || os.Getenv("SECKILL_TEST_REAL_ONLY") != "1" {
+	if !testenv.RealOnly() {
 		out = append(out, store{name: "embedded", rdb: testenv.EmbeddedRedis(t).Client, db: dbs["sqlite"]})
 	}
 	if testenv.Integration {

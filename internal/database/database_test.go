@@ -16,14 +16,17 @@ import (
 	"github.com/seckill/seckill/migrations"
 )
 
-// databases returns the embedded SQLite database and, in integration builds, a fresh database
+// databases returns the embedded SQLite database (unless testenv.RealOnly) and, in integration builds, a fresh database
 // on the real MariaDB/MySQL, both migrated.
 func databases(t *testing.T) []*database.DB {
 	t.Helper()
 	ctx := context.Background()
-	sqlite, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{})
-	require.NoError(t, err)
-	dbs := []*database.DB{sqlite}
+	var dbs []*database.DB
+	if !testenv.RealOnly() {
+		sqlite, err := database.OpenSQLite(ctx, t.TempDir(), database.Pool{})
+		require.NoError(t, err)
+		dbs = append(dbs, sqlite)
+	}
 	if testenv.Integration {
 		mysql, err := database.OpenMySQL(ctx, testenv.MySQLDSN(t), database.Pool{MaxOpen: 4, MaxIdle: 2})
 		require.NoError(t, err)
