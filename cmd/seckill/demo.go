@@ -40,6 +40,20 @@ var serverOnly = map[string][2]string{
 	"etcd":      {"etcd", "SECKILL_ETCD_ENDPOINTS"},
 }
 
+// notRunLine is the demo's line for guard g, whose server has no embedded stand-in, when no
+// server of its answers at addrs.
+func notRunLine(g string, addrs []string) string {
+	how := serverOnly[g]
+	return fmt.Sprintf("%-12s NOT RUN: no %s answers at %s; start one with `scripts/services.sh up %s`, or set %s",
+		g, how[0], strings.Join(addrs, ","), g, how[1])
+}
+
+// listening reports whether a server accepts connections at any of addrs (host:port), each
+// given a second.
+func listening(addrs []string) bool {
+	return slices.ContainsFunc(addrs, pitfall.Reachable)
+}
+
 // maxStormOrders bounds the orders of one guard's storm (users x per-user).
 const maxStormOrders = 1_000_000
 
@@ -135,12 +149,17 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		if g == asyncRow {
 			c.lock, c.orderMode = "redis", app.ModeAsync
 		}
+		// A guard without an embedded stand-in: say how to get its server, and go on. Where
+		// nothing listens that is known at once; a server that listens and does not answer
+		// takes the connect timeout to tell.
+		if _, ok := serverOnly[g]; ok && !listening(serverAddrs(st, g)) {
+			notRun = append(notRun, notRunLine(g, serverAddrs(st, g)))
+			continue
+		}
 		r, err := stormGuard(ctx, log, c, st, o)
 		var be *app.LockBackendError
-		if how, ok := serverOnly[g]; ok && errors.As(err, &be) {
-			// A guard without an embedded stand-in: say how to get its server, and go on.
-			notRun = append(notRun, fmt.Sprintf("%-12s NOT RUN: no %s answers at %s; start one with "+
-				"`scripts/services.sh up %s`, or set %s", g, how[0], strings.Join(be.Addrs, ","), g, how[1]))
+		if _, ok := serverOnly[g]; ok && errors.As(err, &be) {
+			notRun = append(notRun, notRunLine(g, be.Addrs))
 			continue
 		}
 		if err != nil {
@@ -155,12 +174,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	var fences []fenceResult
 	quiet := slog.New(slog.DiscardHandler) // the stale holders' lost locks are the point, not news
 	for _, g := range fenceGuards {
-		if how, ok := serverOnly[g]; ok {
-			if addrs := serverAddrs(st, g); len(addrs) == 0 || !pitfall.Reachable(addrs[0]) {
-				fmt.Fprintf(stdout, "\nfencing %-12s NOT RUN: no %s answers at %s; start one with "+
-					"`scripts/services.sh up %s`, or set %s\n", g, how[0], strings.Join(addrs, ","), g, how[1])
-				continue
-			}
+		if _, ok := serverOnly[g]; ok && !listening(serverAddrs(st, g)) {
+			fmt.Fprintf(stdout, "\nfencing %s\n", notRunLine(g, serverAddrs(st, g)))
+			continue
 		}
 		for _, on := range []bool{false, true} {
 			r, err := runFenceTrial(ctx, quiet, cfg.appConfig(), st, fenceTrial{guard: g, fencing: on, users: o.fenceUsers})

@@ -451,13 +451,21 @@ func TestDemoShowsEachGuard(t *testing.T) {
 
 // TestDemoWithoutZooKeeper: the demo's ZooKeeper and etcd rows need real servers; without them
 // the demo says how to start each and does not fail.
+//
+// Where nothing listens the demo knows at once, without waiting out the connect timeout
+// (app.LockConnectTimeout) per guard: it finishes well inside one. Before, a new user's first
+// demo without those servers waited the timeout for each of them.
 func TestDemoWithoutZooKeeper(t *testing.T) {
 	var out bytes.Buffer
 	env := map[string]string{"SECKILL_ZOOKEEPER_ADDRS": closedAddr(t), "SECKILL_ETCD_ENDPOINTS": closedAddr(t)}
-	err := run(context.Background(), []string{"seckill", "demo", "-users", "4", "-per-user", "2", "-stock", "10", "-guards", "redis,zookeeper,etcd"},
-		func(k string) string { return env[k] }, &out, io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), app.LockConnectTimeout-time.Second)
+	defer cancel()
+	err := run(ctx, []string{"seckill", "demo", "-users", "4", "-per-user", "2", "-stock", "10", "-guards", "redis,zookeeper,etcd",
+		"-fence-guards", "zookeeper,etcd"}, func(k string) string { return env[k] }, &out, io.Discard)
 	require.NoError(t, err, out.String())
 	assert.Contains(t, out.String(), "redis        PASS")
+	assert.Contains(t, out.String(), "fencing zookeeper    NOT RUN: no ZooKeeper answers at "+env["SECKILL_ZOOKEEPER_ADDRS"])
+	assert.Contains(t, out.String(), "fencing etcd         NOT RUN: no etcd answers at "+env["SECKILL_ETCD_ENDPOINTS"])
 	assert.Contains(t, out.String(), "zookeeper    NOT RUN: no ZooKeeper answers at "+env["SECKILL_ZOOKEEPER_ADDRS"])
 	assert.Contains(t, out.String(), "scripts/services.sh up zookeeper")
 	assert.Contains(t, out.String(), "etcd         NOT RUN: no etcd answers at "+env["SECKILL_ETCD_ENDPOINTS"])
@@ -474,6 +482,9 @@ func closedAddr(t *testing.T) string {
 // at start, naming the setting and how to start the servers; RedLock with fewer than a quorum
 // of nodes, ZooKeeper with no session and etcd with no lease within the connect timeout.
 func TestServeFailsWithoutItsLockBackend(t *testing.T) {
+	// ZooKeeper's and etcd's cases each wait out the connect timeout: they wait together, and
+	// beside TestDemoWithoutZooKeeper's.
+	t.Parallel()
 	// The dead addresses are held until all of them and the live nodes have theirs: a port
 	// closed at once may be handed out again, and the same one twice in the list is refused as
 	// a node listed twice, before any PING.
@@ -522,6 +533,7 @@ func TestServeFailsWithoutItsLockBackend(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*app.LockConnectTimeout)
 			defer cancel()
 			err := run(ctx, []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"}, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
