@@ -89,10 +89,14 @@ func TestNginxRefusesRequestsInJSON(t *testing.T) {
 		{"unknown Transfer-Encoding", "POST /api/vouchers HTTP/1.1\r\nHost: x\r\n" + tag("te") +
 			"Transfer-Encoding: gzip\r\n\r\n", 501, "not_implemented"},
 		{"HTTP/2.0 request line", "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 505, "http_version_not_supported"},
+		{"HTTP/3.0 request line", "GET /healthz HTTP/3.0\r\nHost: x\r\n\r\n", 505, "http_version_not_supported"},
+		{"HTTP/0.9 request line", "GET /healthz HTTP/0.9\r\nHost: x\r\n\r\n", 400, "bad_request"},
 		{"nginx's internal error location", "GET /_nginx/bad_gateway HTTP/1.1\r\nHost: x\r\n" + tag("internal") + "\r\n", 404, "not_found"},
 		// The control: headers of the size a client may send (10 KiB) pass.
 		{"a header block within the limit", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + tag("within") +
 			headerLines(10, 1024) + "Connection: close\r\n\r\n", 201, ""},
+		// A later HTTP/1 minor version is read as HTTP/1.1 (RFC 9110, 2.5), not refused 505.
+		{"HTTP/1.2 request line", "GET /healthz HTTP/1.2\r\nHost: x\r\n" + tag("http12") + "Connection: close\r\n\r\n", 201, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,7 +109,7 @@ func TestNginxRefusesRequestsInJSON(t *testing.T) {
 		})
 	}
 	for _, tags := range s.tags {
-		assert.Equal(t, []string{"within"}, tags, "requests nginx refused reached the instance")
+		assert.Equal(t, []string{"within", "http12"}, tags, "requests nginx refused reached the instance")
 	}
 }
 
