@@ -574,7 +574,10 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "migrate", "-redis-sentinel", "127.0.0.1:26379"}, map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, "want master-name@host:port"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDIS_SENTINEL": "@127.0.0.1:26379"}, "want master-name@host:port"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_REDIS_SENTINEL": "seckill@127.0.0.1"}, `SECKILL_REDIS_SENTINEL="127.0.0.1": address "127.0.0.1"`},
-		{[]string{"seckill", "demo", "-guards", "redis,zk"}, nil, "unknown guard"},
+		{[]string{"seckill", "demo", "-guards", "redis,zk"}, nil, `unknown guard "zk"; want etcd|fair|local|localremote|mysql|none|redis|redlock|reentrant|zookeeper|async`},
+		// The refusal of a delay of nothing says that, not "(<nil>)" for the settings' check it passed.
+		{[]string{"seckill", "demo", "-delay", "0s", "-guards", "nope"}, nil, "demo: -delay 0s: want a positive delay"},
+		{[]string{"seckill", "demo", "-delay", "3s", "-guards", "nope"}, nil, "order delay 3s must be shorter than the order timeout 2s"},
 		{[]string{"seckill", "demo", "-fence-guards", "redlock"}, nil, "-fence-guards"},
 		// 2^32 x 2^32 orders wraps to 0 when multiplied. An unknown guard as well: were the
 		// storm's size let through, the demo stops there instead of storming.
