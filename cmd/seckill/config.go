@@ -213,6 +213,11 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return config{}, fmt.Errorf("SECKILL_ORDER_TIMEOUT, SECKILL_LOCK_TTL, SECKILL_ORDER_DELAY, SECKILL_FENCING, SECKILL_LOCK: %w", err)
 	}
+	if o.Timeout == 0 && o.EffectiveTimeout() < time.Millisecond {
+		// The default deadline, half the lease, under the floor an explicit one is held to.
+		return config{}, fmt.Errorf("SECKILL_LOCK_TTL=%q: %s is under the 1ms an order's deadline must have; want a lease of at least 2ms, or set SECKILL_ORDER_TIMEOUT",
+			*vals["SECKILL_LOCK_TTL"], orderTimeoutSetting(o))
+	}
 	if span := orderSpan(o); span > maxOrderSpan {
 		name := "SECKILL_LOCK_TTL"
 		if span != o.LockTTL {

@@ -555,6 +555,9 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "nope"}, nil, "unknown command"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_LOCK": "zk"}, "SECKILL_LOCK"},
 		{[]string{"seckill", "serve", "-lock-ttl", "0s"}, nil, "SECKILL_LOCK_TTL"},
+		// Half the lease, the default deadline, under the floor of an explicit one (1ms).
+		{[]string{"seckill", "serve", "-lock-ttl", "1ms"}, nil, `SECKILL_LOCK_TTL="1ms": SECKILL_ORDER_TIMEOUT (unset: 500µs, the shorter of 2s and half SECKILL_LOCK_TTL) is under the 1ms`},
+		{[]string{"seckill", "serve", "-lock-ttl", "1500us"}, map[string]string{"SECKILL_ORDER_MODE": "async"}, "want a lease of at least 2ms, or set SECKILL_ORDER_TIMEOUT"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ORDER_DELAY": "soon"}, "SECKILL_ORDER_DELAY"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_STREAM_BATCH": "5001"}, `SECKILL_STREAM_BATCH="5001": want a number from 1 to 5000`},
 		{[]string{"seckill", "serve", "-stream-batch", "0"}, nil, "SECKILL_STREAM_BATCH"},
