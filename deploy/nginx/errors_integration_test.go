@@ -91,12 +91,25 @@ func TestNginxRefusesRequestsInJSON(t *testing.T) {
 		{"HTTP/2.0 request line", "GET /healthz HTTP/2.0\r\nHost: x\r\n\r\n", 505, "http_version_not_supported"},
 		{"HTTP/3.0 request line", "GET /healthz HTTP/3.0\r\nHost: x\r\n\r\n", 505, "http_version_not_supported"},
 		{"HTTP/0.9 request line", "GET /healthz HTTP/0.9\r\nHost: x\r\n\r\n", 400, "bad_request"},
+		// nginx takes these Host values, net/http does not (httpguts.ValidHostHeader): passed
+		// on, they reached the instance's plain-text "400 Bad Request: malformed Host header".
+		{"a Host with a quote", "GET /healthz HTTP/1.1\r\nHost: a\"b\r\n" + tag("quote") + "\r\n", 400, "bad_request"},
+		{"a Host with user info", "GET /healthz HTTP/1.1\r\nHost: user@x\r\n" + tag("userinfo") + "\r\n", 400, "bad_request"},
+		{"a Host with a non-ASCII byte", "GET /healthz HTTP/1.1\r\nHost: caf\xc3\xa9\r\n" + tag("utf8") + "\r\n", 400, "bad_request"},
+		{"an order with such a Host", "POST /api/vouchers/1/orders HTTP/1.1\r\nHost: {x}\r\n" + tag("order") +
+			"X-User-ID: 1\r\nContent-Length: 0\r\n\r\n", 400, "bad_request"},
 		{"nginx's internal error location", "GET /_nginx/bad_gateway HTTP/1.1\r\nHost: x\r\n" + tag("internal") + "\r\n", 404, "not_found"},
 		// The control: headers of the size a client may send (10 KiB) pass.
 		{"a header block within the limit", "GET /healthz HTTP/1.1\r\nHost: x\r\n" + tag("within") +
 			headerLines(10, 1024) + "Connection: close\r\n\r\n", 201, ""},
 		// A later HTTP/1 minor version is read as HTTP/1.1 (RFC 9110, 2.5), not refused 505.
 		{"HTTP/1.2 request line", "GET /healthz HTTP/1.2\r\nHost: x\r\n" + tag("http12") + "Connection: close\r\n\r\n", 201, ""},
+		// HTTP/1.0 needs no Host, and an instance reached directly answers without one; nginx
+		// passed its $host, then empty, and so no Host: the instance's plain-text "400 Bad
+		// Request: missing required Host header" to HTTP/1.1.
+		{"HTTP/1.0 without Host", "GET /healthz HTTP/1.0\r\n" + tag("http10") + "\r\n", 201, ""},
+		{"a Host with a port and upper case", "GET /healthz HTTP/1.1\r\nHost: X.Example:8080\r\n" + tag("port") +
+			"Connection: close\r\n\r\n", 201, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +122,7 @@ func TestNginxRefusesRequestsInJSON(t *testing.T) {
 		})
 	}
 	for _, tags := range s.tags {
-		assert.Equal(t, []string{"within", "http12"}, tags, "requests nginx refused reached the instance")
+		assert.Equal(t, []string{"within", "http12", "http10", "port"}, tags, "requests nginx refused reached the instance")
 	}
 }
 
