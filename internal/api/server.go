@@ -64,5 +64,14 @@ func NewServer(log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) h
 	r.HandleMethodNotAllowed = true
 	r.Use(recoverJSON(log), limitBody(cfg.MaxBodyBytes))
 	routes(r, log, cfg, vouchers, orders)
-	return r
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// gin's trailing-slash redirect puts X-Forwarded-Prefix in front of its Location. Any
+		// client can send that header (nginx passes it on), and no proxy of this service
+		// strips a prefix for it to restore: the redirect goes to the route's own path.
+		req.Header.Del(headerForwardedPrefix)
+		r.ServeHTTP(w, req)
+	})
 }
+
+// headerForwardedPrefix is the header gin's RedirectTrailingSlash reads a path prefix from.
+const headerForwardedPrefix = "X-Forwarded-Prefix"
