@@ -139,6 +139,10 @@ func checkContract(req *http.Request, w *httptest.ResponseRecorder) error {
 		// An empty id ("/api/vouchers//orders") matches no route of the document, but gin's
 		// router, and the handler refuses the id.
 		return c.checkUnrouted(w, http.StatusBadRequest, "InvalidArgumentError")
+	case err != nil && w.Code == http.StatusMethodNotAllowed && c.lacksMethodWithID(req):
+		// The same route, sent a method it lacks ("GET /api/vouchers//orders"): gin answers
+		// 405 before any handler reads the id, as for any id.
+		return c.checkUnrouted(w, http.StatusMethodNotAllowed, "MethodNotAllowedError")
 	case err != nil:
 		return c.checkUnrouted(w, http.StatusNotFound, "NotFoundError")
 	}
@@ -153,6 +157,18 @@ func checkContract(req *http.Request, w *httptest.ResponseRecorder) error {
 		Body:                   io.NopCloser(bytes.NewReader(w.Body.Bytes())),
 		Options:                validationOptions,
 	})
+}
+
+// lacksMethodWithID reports whether req's path has an empty segment where an id goes, and
+// is, with an id there, a path of the document that lacks req's method.
+func (c *contract) lacksMethodWithID(req *http.Request) bool {
+	if !strings.Contains(req.URL.Path, "//") {
+		return false
+	}
+	withID := req.Clone(context.Background())
+	withID.URL.Path = strings.Replace(req.URL.Path, "//", "/1/", 1)
+	_, _, err := c.router.FindRoute(withID)
+	return errors.Is(err, routers.ErrMethodNotAllowed)
 }
 
 // checkUnrouted checks the answer to a path or method that the document has no operation
@@ -205,6 +221,9 @@ func TestContractCatchesDrift(t *testing.T) {
 		{"a refused request accepted", "POST", "/api/vouchers/1/orders", nil, 201, placed, "the document refuses the request"},
 		{"an unknown route answered", "GET", "/api/nope", nil, 200, `{}`, "want 404"},
 		{"a wrong method answered", "DELETE", "/api/vouchers/1", nil, 404, errBody("not_found", ""), "want 405"},
+		{"an empty id, a method its route lacks", "GET", "/api/vouchers//orders", user42, 405, errBody("method_not_allowed", ""), ""},
+		{"an empty id, its route's method answered 405", "POST", "/api/vouchers//orders", user42, 405, errBody("method_not_allowed", ""), "want 404"},
+		{"no route at all answered 405", "GET", "/api//nope", nil, 405, errBody("method_not_allowed", ""), "want 404"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
