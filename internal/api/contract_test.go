@@ -6,10 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -333,6 +337,38 @@ func TestCreateVoucherTimesAreRFC3339(t *testing.T) {
 			require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
 			assert.Contains(t, e.Error.Message, `"`+tt.begin+`" is not an RFC 3339 date-time`)
 			assert.Empty(t, vs.created, "a refused body reached the service")
+		})
+	}
+}
+
+// TestCreateVoucherBodyUnread: a body that could not be read in full (sent too slowly for the
+// server's ReadTimeout, or cut off) is refused with 400 invalid_argument saying so, and the
+// read's error, which names the server's own address, is not shown to the client.
+func TestCreateVoucherBodyUnread(t *testing.T) {
+	server := &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 8080}
+	client := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 7), Port: 40682}
+	for name, cause := range map[string]error{
+		"timeout": &net.OpError{Op: "read", Net: "tcp", Source: server, Addr: client, Err: os.ErrDeadlineExceeded},
+		"cut off": io.ErrUnexpectedEOF,
+		"reset":   &net.OpError{Op: "read", Net: "tcp", Source: server, Addr: client, Err: syscall.ECONNRESET},
+	} {
+		t.Run(name, func(t *testing.T) {
+			vs := &fakeVouchers{}
+			h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
+			body := io.MultiReader(strings.NewReader(`{"title":"t",`), iotest.ErrReader(cause))
+			req := httptest.NewRequest(http.MethodPost, "/api/vouchers", body)
+			for k, v := range admin {
+				req.Header.Set(k, v)
+			}
+			// Not serveRequest: it reads the body first, and would meet the error itself.
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			require.Equal(t, http.StatusBadRequest, w.Code, "body %s", w.Body)
+			requireErrorBody(t, w, api.CodeInvalidArgument)
+			assert.Contains(t, w.Body.String(), "could not be read")
+			assert.NotContains(t, w.Body.String(), "10.1.2.3", "the server's address shown to the client")
+			assert.NotContains(t, w.Body.String(), cause.Error())
+			assert.Empty(t, vs.created)
 		})
 	}
 }

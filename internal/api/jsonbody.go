@@ -3,12 +3,19 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"unicode"
 )
+
+// errBodyUnread is decodeBody's error for a body it could not read in full: the client sent
+// it too slowly for the server's ReadTimeout, or went away. What it wraps, a network error
+// that names the server's own address, is for the log, not for the client.
+var errBodyUnread = errors.New("api: request body could not be read in full")
 
 // decodeBody decodes a request body that must be exactly one JSON value into v, a pointer to
 // a struct. It refuses what encoding/json lets through: data after the value (two
@@ -20,8 +27,12 @@ import (
 // is bounded by the limitBody middleware.
 func decodeBody(body io.Reader, v any) error {
 	data, err := io.ReadAll(body)
-	if err != nil {
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
 		return err
+	case err != nil:
+		return fmt.Errorf("%w: %w", errBodyUnread, err)
 	}
 	// Unmarshal, unlike Decoder.Decode, fails on anything after the value but white space.
 	if err := json.Unmarshal(data, v); err != nil {

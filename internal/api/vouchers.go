@@ -83,8 +83,12 @@ func createVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 		var req createVoucherRequest
 		if err := decodeBody(c.Request.Body, &req); err != nil {
 			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
+			switch {
+			case errors.As(err, &tooLarge):
 				writeError(c, statusCode{http.StatusRequestEntityTooLarge, codeTooLarge}, "request body too large")
+				return
+			case errors.Is(err, errBodyUnread):
+				writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "the request body could not be read in full: sent too slowly, or cut off")
 				return
 			}
 			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "body must be JSON {title, stock, beginTime, endTime} with RFC 3339 times: "+err.Error())
