@@ -320,6 +320,10 @@ func TestCreateVoucherTimesAreRFC3339(t *testing.T) {
 		{"one-digit hour", "2026-01-01T8:00:00Z", false},
 		{"one-digit hour with an offset", "2026-01-01T8:00:00+08:00", false},
 		{"comma before the fraction", "2026-01-01T08:00:00,5Z", false},
+		{"the largest offsets", "2026-01-01T08:00:00.5-23:59", true},
+		{"offset hour 24", "2026-01-01T08:00:00+24:00", false},
+		{"offset hour -24", "2026-01-01T08:00:00-24:00", false},
+		{"offset minute 60", "2026-01-01T08:00:00+23:60", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

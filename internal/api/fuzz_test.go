@@ -140,8 +140,9 @@ type voucherRequest struct {
 	BeginTime, EndTime     oracleTime
 }
 
-// rfc3339DateTime is RFC 3339's date-time (section 5.6), with its upper-case T and Z.
-var rfc3339DateTime = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$`)
+// rfc3339DateTime is RFC 3339's date-time (section 5.6), with its upper-case T and Z, and its
+// time-numoffset's ranges: hour 00-23, minute 00-59.
+var rfc3339DateTime = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$`)
 
 // oracleTime is a documented time: an RFC 3339 date-time, which time.Time's own reading
 // takes more than (a one-digit hour, a comma before the fraction), and whose values it reads.
@@ -230,6 +231,8 @@ func FuzzCreateVoucherBody(f *testing.F) {
 		`{"title":"秒杀","subTitle":"s","rules":"r","payValue":1,"actualValue":2,"stock":0,"beginTime":"2000-01-01T00:00:00Z","endTime":"9999-12-31T23:59:59.999Z"}`,
 		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00.123456789+08:00","endTime":"2026-01-01T00:00:00.124Z"}`,
 		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"9999-12-31T23:00:00-05:00"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00+24:00","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00-23:60"}`,
 		`{"title":"t","stock":1,"beginTime":"2000-01-01T00:30:00+01:00","endTime":"2026-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00.0001Z"}`,
 		`{"title":"t","stock":100000001,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,

@@ -42,15 +42,22 @@ func (d *dateTime) UnmarshalJSON(b []byte) error {
 }
 
 // rfc3339Digits reports whether s has two digits of hour ("2006-01-02T15", where time.Parse
-// also takes one) and, if seconds have a fraction, a full stop before it (not a comma). The
-// rest of the form time.Parse checks itself.
+// also takes one), if seconds have a fraction, a full stop before it (not a comma), and, if
+// it ends in a numeric offset, one within RFC 3339's time-hour and time-minute, at most
+// 23:59 (time.Parse takes up to 24:60). The rest of the form time.Parse checks itself.
 func rfc3339Digits(s string) bool {
 	const hourEnd = len("2006-01-02T15")
 	if len(s) <= hourEnd || s[hourEnd] != ':' {
 		return false
 	}
 	const secondsEnd = len("2006-01-02T15:04:05")
-	return len(s) <= secondsEnd || s[secondsEnd] != ','
+	if len(s) > secondsEnd && s[secondsEnd] == ',' {
+		return false
+	}
+	if off := s[len(s)-len("-07:00"):]; (off[0] == '+' || off[0] == '-') && off[3] == ':' {
+		return off[1:3] <= "23" && off[4:] <= "59"
+	}
+	return true
 }
 
 type voucherResponse struct {
