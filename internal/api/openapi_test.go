@@ -288,6 +288,26 @@ func TestContractListsEveryErrorCode(t *testing.T) {
 	assert.ElementsMatch(t, codes, listed, "codes in errors.go and nginx.conf vs ErrorDetail.code in docs/openapi.yaml")
 }
 
+// TestContractListsNginxRoutes: a location that nginx answers itself and that a client can
+// reach (an exact location, not internal) is a path of the document, as the instances'
+// routes are: docs/openapi.yaml is the API as nginx exposes it.
+func TestContractListsNginxRoutes(t *testing.T) {
+	conf, err := os.ReadFile("../../deploy/nginx/nginx.conf")
+	require.NoError(t, err)
+	exact := regexp.MustCompile(`(?m)^\s*location = (\S+) \{\s*\n\s*(\S+)`)
+	c, err := loadContract()
+	require.NoError(t, err)
+	var reachable []string
+	for _, m := range exact.FindAllSubmatch(conf, -1) {
+		if string(m[2]) == "internal;" {
+			continue
+		}
+		reachable = append(reachable, string(m[1]))
+		assert.NotNil(t, c.doc.Paths.Find(string(m[1])), "nginx answers %s itself; docs/openapi.yaml lacks it", m[1])
+	}
+	require.NotEmpty(t, reachable, "no location of nginx's own that a client can reach: is the pattern stale?")
+}
+
 // TestServesTheDocument: GET /api/openapi.yaml answers the document itself.
 func TestServesTheDocument(t *testing.T) {
 	h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, &fakeOrders{})
