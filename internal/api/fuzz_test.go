@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"unicode"
@@ -171,6 +172,9 @@ func validVoucher(body []byte) (voucherRequest, bool) {
 	if dup, err := duplicateName(json.NewDecoder(bytes.NewReader(body))); err != nil || dup {
 		return r, false
 	}
+	if misnamed(body) {
+		return r, false
+	}
 	// The window that is stored: UTC, to the millisecond.
 	b, e := r.BeginTime.UTC().Truncate(time.Millisecond), r.EndTime.UTC().Truncate(time.Millisecond)
 	ok := r.Stock != nil && *r.Stock >= 0 && *r.Stock <= voucher.MaxStock &&
@@ -179,6 +183,33 @@ func validVoucher(body []byte) (voucherRequest, bool) {
 		r.PayValue >= 0 && r.ActualValue >= 0 &&
 		b.Year() >= 2000 && e.Year() <= 9999 && e.After(b)
 	return r, ok
+}
+
+// voucherMembers are the members of the voucher body as docs/openapi.yaml names them.
+var voucherMembers = []string{"title", "subTitle", "rules", "payValue", "actualValue", "stock", "beginTime", "endTime"}
+
+// misnamed reports whether the top-level object of body, which names no member twice, names
+// one of voucherMembers in another case ("Stock" for "stock"): the API's names are exact,
+// where encoding/json would match them regardless of case.
+func misnamed(body []byte) bool {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(body, &members) != nil {
+		return false // no object: refused for that
+	}
+	for name := range members {
+		for _, want := range voucherMembers {
+			if name != want && fold(name) == fold(want) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fold maps names that encoding/json matches to the same field to one string: each rune to
+// upper(lower(r)).
+func fold(name string) string {
+	return strings.Map(func(r rune) rune { return unicode.ToUpper(unicode.ToLower(r)) }, name)
 }
 
 // duplicateName reports whether an object in the next JSON value of dec names a member
@@ -203,14 +234,11 @@ func duplicateName(dec *json.Decoder) (bool, error) {
 			if err != nil {
 				return false, err
 			}
-			var folded []rune
-			for _, r := range name.(string) {
-				folded = append(folded, unicode.ToUpper(unicode.ToLower(r)))
-			}
-			if slices.Contains(seen, string(folded)) {
+			folded := fold(name.(string))
+			if slices.Contains(seen, folded) {
 				return true, nil
 			}
-			seen = append(seen, string(folded))
+			seen = append(seen, folded)
 			if dup, err := duplicateName(dec); dup || err != nil {
 				return dup, err
 			}
