@@ -149,6 +149,16 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 		}
 		d.progress(j - i)
 	}
+	// Registered before the sale hash exists: from its creation on, any instance admits to it
+	// without a load, and an order of a voucher out of the registry is read by no writer and
+	// found by no lookup (404). Registered only after the creation, an order admitted in
+	// between answered 404, and a registration that failed left every order of the sale
+	// unwritten, as no admission loads a voucher whose sale hash exists. The registration
+	// after the creation stays: a retirement that took the voucher out of the registry
+	// meanwhile forgets a voucher without a sale hash (putBackLeft).
+	if err := l.register(ctx, voucherID); err != nil {
+		return fmt.Errorf("load voucher %d: %w", voucherID, err)
+	}
 	if l.beforeCreate != nil {
 		l.beforeCreate(voucherID)
 	}
