@@ -12,8 +12,8 @@ import (
 type loadBounds struct {
 	// step bounds each step of a load, from the end of the one before: the first (the sale
 	// hash's check, Redis's books, the voucher's row and the database's snapshot, and the first
-	// page of rows), each page of rows read and restored after it, and the last (the pending
-	// orders restored, the sale hash created).
+	// page of rows), each page of rows read and restored after it, and the last (the sale hash
+	// created, with the users of the pending orders, in one script).
 	step time.Duration
 	// perOrder bounds the whole: a load ends within step plus perOrder for each order it has
 	// restored so far.

@@ -130,24 +130,20 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	if l.afterBooks != nil {
 		l.afterBooks(voucherID)
 	}
-	// Order id, user id, entry id and pending status of each order counted as pending. The
-	// statuses are restored by async_load.lua, only for entries still in the stream: one
-	// written and acknowledged since the database was read must not read pending again.
+	// Order id, user id, entry id and pending status of each order counted as pending.
+	// async_load.lua restores their users, and their statuses only for entries still in the
+	// stream (one written and acknowledged since the database was read must not read pending
+	// again), in the step that creates the sale hash and only if it does: a load that another
+	// loader's creation beat may hold an order dead-lettered since it read the stream, whose
+	// user the dead letter released.
 	var pending []any
-	var ids, users []int64
+	counted := 0
 	for _, e := range rb.stream {
 		if written[e.OrderID] {
 			continue
 		}
 		pending = append(pending, e.OrderID, e.UserID, e.StreamID, pendingValue(e.UserID, e.At.UnixMilli()))
-		ids, users = append(ids, e.OrderID), append(users, e.UserID)
-	}
-	for i := 0; i < len(ids); i += l.bounds.page {
-		j := min(len(ids), i+l.bounds.page)
-		if err := l.restore(ctx, k.users, ids[i:j], users[i:j]); err != nil {
-			return fmt.Errorf("load voucher %d: restore users: %w", voucherID, err)
-		}
-		d.progress(j - i)
+		counted++
 	}
 	// Registered before the sale hash exists: from its creation on, any instance admits to it
 	// without a load, and an order of a voucher out of the registry is read by no writer and
@@ -164,7 +160,7 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	}
 	// The script gives back the unit of every order counted here that was dead-lettered
 	// since the stream was read (see async_load.lua).
-	stock := v.Stock - len(ids)
+	stock := v.Stock - counted
 	args := append([]any{stock, v.BeginTime.UnixMilli(), v.EndTime.UnixMilli()}, pending...)
 	created, err := loadScript.Run(ctx, l.rdb, []string{k.sale, k.users, k.orders, k.stream}, args...).Int()
 	if err != nil {
@@ -172,7 +168,7 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	}
 	if created == 1 {
 		l.log.Info("voucher loaded into redis", "voucher_id", voucherID, "stock_before_dead_letters", stock,
-			"database_stock", v.Stock, "pending", len(ids), "orders", rows)
+			"database_stock", v.Stock, "pending", counted, "orders", rows)
 	}
 	return l.register(ctx, voucherID)
 }

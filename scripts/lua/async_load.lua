@@ -7,15 +7,20 @@
 -- ("pending|user|at"): the orders the loader counted as pending
 -- Returns 1 when it created the hash, 0 when the hash was there (another loader won; its books
 -- are as good as these, and orders may have been admitted against them since).
--- The caller restores the users hash before this runs: until the sale hash exists, async_admit
--- admits nobody, so a half-restored users hash is never read.
+-- The caller restores the users of the database's rows before this runs: until the sale hash
+-- exists, async_admit admits nobody, so a half-restored users hash is never read. The users of
+-- the orders counted as pending are restored here, in the step that creates the hash, and only
+-- then: a loader that finds the hash created by another restores none, as one of its orders may
+-- have been dead-lettered since it read the stream (after that creation, so async_dead.lua
+-- released its user): restored, the user would map to a failed order for the rest of the sale,
+-- refused already_ordered with it.
 -- An order counted as pending may have been dead-lettered since the loader read the stream:
--- async_dead.lua, finding no sale hash, gave its unit back to nobody, and the loader may have
--- restored its user after async_dead.lua released it. Such an order's status is failed; its
--- unit goes back here and its user is released again, in the same step that creates the hash,
--- so no dead letter can fall between the check and the stock it corrects. The unit goes back
--- whatever the refusal, a stock-short one too: ARGV[1] is the database's stock less this
--- order, and the order is no longer pending.
+-- async_dead.lua, finding no sale hash, gave its unit back to nobody. Such an order's status is
+-- failed; its unit goes back here and its user is not restored (and released, should the users
+-- hash still map it to the order), in the same step that creates the hash, so no dead letter
+-- can fall between the check and the stock it corrects. The unit goes back whatever the
+-- refusal, a stock-short one too: ARGV[1] is the database's stock less this order, and the
+-- order is no longer pending.
 -- An order counted as pending whose status is missing (the orders hash was lost with the sale
 -- hash) gets its pending status back here, and only while its entry is still in the stream: a
 -- writer may have written and acknowledged it since the loader read the database (the
@@ -32,8 +37,11 @@ for i = 4, #ARGV, 4 do
     if redis.call('HGET', KEYS[2], ARGV[i + 1]) == ARGV[i] then
       redis.call('HDEL', KEYS[2], ARGV[i + 1])
     end
-  elseif not status and #redis.call('XRANGE', KEYS[4], ARGV[i + 2], ARGV[i + 2]) == 1 then
-    redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 3])
+  else
+    redis.call('HSET', KEYS[2], ARGV[i + 1], ARGV[i])
+    if not status and #redis.call('XRANGE', KEYS[4], ARGV[i + 2], ARGV[i + 2]) == 1 then
+      redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 3])
+    end
   end
 end
 redis.call('HSET', KEYS[1], 'stock', stock, 'begin', ARGV[2], 'end', ARGV[3])
