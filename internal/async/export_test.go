@@ -87,3 +87,6 @@ func SetLoadBounds(l *Loader, step, perOrder time.Duration, page int) {
 
 // OrdersOfVoucher is the statement that reads every order of a voucher.
 const OrdersOfVoucher = ordersOfVoucher
+
+// RegistryKey is the registry's key: the vouchers the writers read and lookups ask.
+const RegistryKey = registryKey

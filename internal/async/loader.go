@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -101,10 +102,22 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	} else if n == 1 {
 		return l.register(ctx, voucherID)
 	}
-	rb, err := readRedisBooks(ctx, l.rdb, voucherID)
+	// The token marks what this load read of Redis: async_load.lua finds its field gone when
+	// Redis lost the voucher's keys meanwhile.
+	token := strconv.FormatUint(rand.Uint64(), 36)
+	rb, err := readRedisBooks(ctx, l.rdb, voucherID, token)
 	if err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
 	}
+	scripted := false
+	defer func() {
+		if !scripted {
+			// A load that failed before its script leaves no field behind.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
+			defer cancel()
+			_ = l.rdb.HDel(cctx, k.orders, loadField(token)).Err()
+		}
+	}()
 	// The stream's orders, each true once the database's rows show it written.
 	written := make(map[int64]bool, len(rb.stream))
 	for _, e := range rb.stream {
@@ -161,10 +174,14 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	// The script gives back the unit of every order counted here that was dead-lettered
 	// since the stream was read (see async_load.lua).
 	stock := v.Stock - counted
-	args := append([]any{stock, v.BeginTime.UnixMilli(), v.EndTime.UnixMilli()}, pending...)
+	args := append([]any{stock, v.BeginTime.UnixMilli(), v.EndTime.UnixMilli(), token}, pending...)
+	scripted = true
 	created, err := loadScript.Run(ctx, l.rdb, []string{k.sale, k.users, k.orders, k.stream}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
+	}
+	if created == -1 {
+		return fmt.Errorf("load voucher %d: %w", voucherID, ErrLoadLost)
 	}
 	if created == 1 {
 		l.log.Info("voucher loaded into redis", "voucher_id", voucherID, "stock_before_dead_letters", stock,
@@ -293,11 +310,25 @@ type redisBooks struct {
 	retired bool
 }
 
+// ErrLoadLost is a load's error when Redis lost the voucher's keys (it restarted empty) after
+// the loader read its stream: the orders read there as pending are gone, and the load created
+// nothing from books that counted them. The next load starts from what Redis holds.
+var ErrLoadLost = errors.New("async: redis lost the voucher's keys during the load")
+
+// loadField is the orders hash's field that marks the load of token (async_books.lua,
+// async_load.lua): no order id, which is a number.
+func loadField(token string) string { return "load:" + token }
+
 // readRedisBooks reads the sale hash's stock, the stream's entries and the dead-letter
-// stream's length in one script.
-func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64) (redisBooks, error) {
+// stream's length in one script. A loader passes its load's token, which the script marks in
+// the orders hash in the same step (loadField); reconcile passes "".
+func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64, token string) (redisBooks, error) {
 	k := keysOf(voucherID)
-	res, err := booksScript.Run(ctx, rdb, []string{k.sale, k.stream, k.dead}).Slice()
+	keys, args := []string{k.sale, k.stream, k.dead}, []any{}
+	if token != "" {
+		keys, args = append(keys, k.orders), append(args, token)
+	}
+	res, err := booksScript.Run(ctx, rdb, keys, args...).Slice()
 	if err != nil {
 		return redisBooks{}, fmt.Errorf("read books: %w", err)
 	}

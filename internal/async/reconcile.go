@@ -65,7 +65,7 @@ const reconcilePage = 10_000
 // there are and which of the stream's orders they include. The stream holds only the orders
 // not yet written, so it is the short side, held whole, and each page is checked against it.
 func Reconcile(ctx context.Context, rdb booksReader, store *Store, voucherID int64) (Book, error) {
-	rb, err := readRedisBooks(ctx, rdb, voucherID)
+	rb, err := readRedisBooks(ctx, rdb, voucherID, "")
 	if err != nil {
 		return Book{}, fmt.Errorf("reconcile voucher %d: %w", voucherID, err)
 	}
