@@ -81,7 +81,7 @@ func (s *Statuses) InRedis(ctx context.Context, orderID int64) (PendingOrder, bo
 	}
 	for i, c := range cmds {
 		v, err := c.Result()
-		if err == redis.Nil {
+		if err == redis.Nil || v == voidStatus {
 			continue
 		}
 		if err != nil {
@@ -127,6 +127,10 @@ func (s *Statuses) OrderOf(ctx context.Context, userID, voucherID int64) (int64,
 	}
 	return id, true, nil
 }
+
+// voidStatus is the orders-hash value of an order id that async_settle.lua settled as not
+// admitted: no order.
+const voidStatus = "void"
 
 // pendingValue is an orders-hash value as async_admit.lua writes it.
 func pendingValue(userID, atMs int64) string {

@@ -80,9 +80,7 @@ func TestAdmittedOrdersVoucherIsRegistered(t *testing.T) {
 					}
 					return nil
 				}}
-				rdb := redis.NewClient(&redis.Options{Addr: f.rdb.(*redis.Client).Options().Addr})
-				t.Cleanup(func() { _ = rdb.Close() })
-				rdb.AddHook(hook)
+				rdb := f.hookedClient(hook)
 				loader := async.NewLoader(rdb, f.store, quiet)
 				svc := async.NewService(rdb, idgen.New(f.rdb, "order"), loader, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
 

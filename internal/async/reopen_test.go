@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/idgen"
 	"github.com/seckill/seckill/internal/order"
 )
 
@@ -49,12 +50,25 @@ func (h *atCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // that hooks watch: the fixture's client, which the reopening uses, is not hooked.
 func (f *fixture) hookedWriter(hooks ...redis.Hook) *async.Writer {
 	f.t.Helper()
+	return async.NewWriter(f.hookedClient(hooks...), f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
+}
+
+// hookedClient is a client of the fixture's Redis of its own, which hooks watch; closed when
+// the test ends.
+func (f *fixture) hookedClient(hooks ...redis.Hook) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: f.rdb.(*redis.Client).Options().Addr})
 	f.t.Cleanup(func() { _ = rdb.Close() })
 	for _, h := range hooks {
 		rdb.AddHook(h)
 	}
-	return async.NewWriter(rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
+	return rdb
+}
+
+// hookedService is an admission service of the fixture's config and loader on a client of
+// its own that hooks watch (the order ids come from the fixture's client).
+func (f *fixture) hookedService(hooks ...redis.Hook) *async.Service {
+	return async.NewService(f.hookedClient(hooks...), idgen.New(f.rdb, "order"), f.loader,
+		async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
 }
 
 // backlog is how many entries voucherID's stream holds: admitted orders not yet written and

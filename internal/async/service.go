@@ -15,7 +15,10 @@ import (
 	"github.com/seckill/seckill/scripts/lua"
 )
 
-var admitScript = redis.NewScript(lua.AsyncAdmit)
+var (
+	admitScript  = redis.NewScript(lua.AsyncAdmit)
+	settleScript = redis.NewScript(lua.AsyncSettle)
+)
 
 // IDs generates order ids (internal/idgen).
 type IDs interface {
@@ -113,15 +116,20 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 const readBackTimeout = 500 * time.Millisecond
 
 // admitted settles an admission whose script call failed without an answer (a timeout, a
-// broken connection): the script may have run. The order id is new, so the user mapping to
-// it in the users hash proves the script ran; then the order is admitted and answered so,
-// rather than answered 503 while a writer writes it. It reads within readBackTimeout of its
-// own, since the order's deadline may be what ran out.
+// broken connection): the script may have run, or may run yet, as a call given up on is not
+// withdrawn (it waits in the pipeliner's queue or in a busy Redis's socket buffer). The order
+// id is new, so the user mapping to it, or a status of it, proves the script ran: then the
+// order is admitted and answered so, rather than answered 503 while a writer writes it.
+// Otherwise async_settle.lua voids the id in the same step, and the script, should it run
+// later, admits nothing: a read alone, as before, let it admit after the 503. It runs within
+// readBackTimeout of its own, since the order's deadline may be what ran out; when it fails
+// too, the order is answered 503 and the script may still admit it.
 func (s *Service) admitted(ctx context.Context, userID, voucherID, orderID int64) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
-	v, err := s.rdb.HGet(ctx, keysOf(voucherID).users, strconv.FormatInt(userID, 10)).Result()
-	return err == nil && v == strconv.FormatInt(orderID, 10)
+	k := keysOf(voucherID)
+	n, err := settleScript.Run(ctx, s.rdb, []string{k.users, k.orders}, userID, orderID).Int()
+	return err == nil && n == 1
 }
 
 // admit runs the admission script once.
@@ -152,6 +160,8 @@ func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (
 		return earlier, &order.AlreadyOrderedError{OrderID: earlier}
 	case 4:
 		return 0, order.ErrSoldOut
+	case 5:
+		return 0, fmt.Errorf("admit: order id %d void: settled as not admitted", orderID)
 	}
 	return 0, fmt.Errorf("admit: unknown answer %v", res)
 }

@@ -108,3 +108,8 @@ var AsyncBooks string
 //
 //go:embed async_retire.lua
 var AsyncRetire string
+
+// AsyncSettle is async_settle.lua: settle an admission whose answer was lost, admitted or void.
+//
+//go:embed async_settle.lua
+var AsyncSettle string
