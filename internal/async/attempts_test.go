@@ -17,10 +17,11 @@ import (
 )
 
 // countGate is a go-redis hook that holds a writer's first count of a refused attempt (an
-// HINCRBY of the attempts hash, or the script that counts one) until release is closed; held
-// is closed when it holds it.
+// HINCRBY of the attempts hash, or the script that counts one), or its first run of script
+// when that is set, until release is closed; held is closed when it holds it.
 type countGate struct {
 	hookBase
+	script  string // a script's source: the gate holds it instead of a count
 	once    sync.Once
 	held    chan struct{}
 	release chan struct{}
@@ -33,6 +34,10 @@ func (g *countGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		args := cmd.Args()
 		counts := len(args) > 1 && (args[0] == "hincrby" && strings.HasSuffix(args[1].(string), "attempts") ||
 			args[0] == "evalsha" && args[1] == attemptSHA || args[0] == "eval" && args[1] == lua.AsyncAttempt)
+		if g.script != "" {
+			counts = len(args) > 1 && (args[0] == "evalsha" && args[1] == redis.NewScript(g.script).Hash() ||
+				args[0] == "eval" && args[1] == g.script)
+		}
 		first := false
 		if counts {
 			g.once.Do(func() { first = true })
@@ -57,11 +62,8 @@ func TestRefusalOfAnEntryClaimedMeanwhileIsNotCounted(t *testing.T) {
 			ctx := context.Background()
 			vid := f.voucher(5)
 			f.refusedOrder(vid, 7)
-			_, _, _, stream, dead := async.KeysOf(vid)
-			entries, err := f.rdb.XRange(ctx, stream, "-", "+").Result()
-			require.NoError(t, err)
-			require.Len(t, entries, 1)
-			entry := entries[0].ID
+			_, _, _, _, dead := async.KeysOf(vid)
+			entry := f.onlyEntry(vid)
 
 			// Writer a on a client of its own, whose count the gate holds. Its claim idle is long:
 			// it does not claim the entry back from b within the test.
@@ -73,33 +75,56 @@ func TestRefusalOfAnEntryClaimedMeanwhileIsNotCounted(t *testing.T) {
 			cfg.Consumer, cfg.ClaimIdle = "a", time.Minute
 			a := async.NewWriter(ra, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
 			a.Start()
-			select {
-			case <-gate.held:
-			case <-time.After(eventuallyBound):
-				t.Fatalf("writer a did not count a refusal within %s", eventuallyBound)
-			}
-			claimed, err := f.rdb.XClaim(ctx, &redis.XClaimArgs{Stream: stream, Group: async.DefaultGroup, Consumer: "b",
-				Messages: []string{entry}}).Result()
-			require.NoError(t, err)
-			require.Len(t, claimed, 1, "b claims the entry")
-			close(gate.release)
-			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			require.NoError(t, a.Stop(sctx)) // a's batch, and its count, are over
+			f.claimedMeanwhile(a, gate, vid, entry) // a's batch, and its count, are over
 
 			n, err := f.rdb.HGet(ctx, async.AttemptsOf(vid), entry).Result()
 			if err != redis.Nil {
 				require.NoError(t, err)
 				t.Errorf("the entry, b's, has %s refused attempts counted by a; want none", n)
 			}
-			p, err := f.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: async.DefaultGroup,
-				Start: entry, End: entry, Count: 1}).Result()
-			require.NoError(t, err)
-			require.Len(t, p, 1, "the entry is still pending")
-			assert.Equal(t, "b", p[0].Consumer)
+			assert.Equal(t, "b", f.pendingFor(vid, entry), "the entry is b's")
 			deadN, err := f.rdb.XLen(ctx, dead).Result()
 			require.NoError(t, err)
 			assert.Zero(t, deadN, "dead-lettered")
 		})
 	}
+}
+
+// onlyEntry returns the id of the one entry voucherID's stream holds.
+func (f *fixture) onlyEntry(voucherID int64) string {
+	f.t.Helper()
+	_, _, _, stream, _ := async.KeysOf(voucherID)
+	entries, err := f.rdb.XRange(context.Background(), stream, "-", "+").Result()
+	require.NoError(f.t, err)
+	require.Len(f.t, entries, 1)
+	return entries[0].ID
+}
+
+// claimedMeanwhile waits until gate holds writer a's command, has consumer b claim entry of
+// voucherID meanwhile, releases the command and stops a: its batch is over.
+func (f *fixture) claimedMeanwhile(a *async.Writer, gate *countGate, voucherID int64, entry string) {
+	f.t.Helper()
+	select {
+	case <-gate.held:
+	case <-time.After(eventuallyBound):
+		f.t.Fatalf("writer a did not reach the held command within %s", eventuallyBound)
+	}
+	_, _, _, stream, _ := async.KeysOf(voucherID)
+	claimed, err := f.rdb.XClaim(context.Background(), &redis.XClaimArgs{Stream: stream, Group: async.DefaultGroup, Consumer: "b",
+		Messages: []string{entry}}).Result()
+	require.NoError(f.t, err)
+	require.Len(f.t, claimed, 1, "b claims the entry")
+	close(gate.release)
+	stopped(f.t, a)
+}
+
+// pendingFor returns the consumer that entry of voucherID is pending for; it must be pending.
+func (f *fixture) pendingFor(voucherID int64, entry string) string {
+	f.t.Helper()
+	_, _, _, stream, _ := async.KeysOf(voucherID)
+	p, err := f.rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: stream, Group: async.DefaultGroup,
+		Start: entry, End: entry, Count: 1}).Result()
+	require.NoError(f.t, err)
+	require.Len(f.t, p, 1, "the entry is still pending")
+	return p[0].Consumer
 }
