@@ -310,6 +310,22 @@ func IsCheckViolation(err error, constraint string) bool {
 	return err != nil && strings.Contains(err.Error(), "CHECK constraint failed") && strings.Contains(err.Error(), constraint)
 }
 
+// serverStateErrors are the MySQL and MariaDB errors that come of the server's state, not of
+// the statement: the same statement passes once the state is over.
+var serverStateErrors = map[uint16]bool{
+	1021: true, // ER_DISK_FULL
+	1040: true, // ER_CON_COUNT_ERROR: too many connections
+	1053: true, // ER_SERVER_SHUTDOWN: shutdown in progress
+	1114: true, // ER_RECORD_FILE_FULL: the table is full (its tablespace cannot grow)
+	1203: true, // ER_TOO_MANY_USER_CONNECTIONS: max_user_connections
+	1290: true, // ER_OPTION_PREVENTS_STATEMENT: --read-only, --super-read-only
+	1317: true, // ER_QUERY_INTERRUPTED: KILL QUERY
+	1836: true, // ER_READ_ONLY_MODE
+	1927: true, // MariaDB's ER_CONNECTION_KILLED
+	1969: true, // MariaDB's ER_STATEMENT_TIMEOUT: max_statement_time
+	3024: true, // MySQL's ER_QUERY_TIMEOUT: max_execution_time
+}
+
 // IsDeadlock reports whether err is MySQL's error 1213: InnoDB chose this transaction as the
 // victim of a deadlock and rolled it back.
 func IsDeadlock(err error) bool {
@@ -319,15 +335,18 @@ func IsDeadlock(err error) bool {
 
 // IsTransient reports whether err, a statement's failure, says nothing against the statement
 // itself, so that it may pass when tried again: InnoDB ended its wait for a row lock (MySQL's
-// error 1205) or chose it as a deadlock's victim (1213); the connection failed, or the driver
-// gave up on it after the DSN's readTimeout (go-sql-driver's "invalid connection"), as it does
-// while a statement waits for a row another transaction holds; the embedded database's write
-// lock stayed taken (ErrWriteLockBusy); the call's context ended. Any other error the server
+// error 1205) or chose it as a deadlock's victim (1213); the server refused every write or
+// every new connection for a while, whatever the statement (serverStateErrors: read-only
+// during a failover, out of connections, shutting down, the statement killed or past a
+// server's time limit, the disk full); the connection failed, or the driver gave up on it
+// after the DSN's readTimeout (go-sql-driver's "invalid connection"), as it does while a
+// statement waits for a row another transaction holds; the embedded database's write lock
+// stayed taken (ErrWriteLockBusy); the call's context ended. Any other error the server
 // answered with (a constraint, a CHECK) is not transient.
 func IsTransient(err error) bool {
 	var me *mysqldriver.MySQLError
 	if errors.As(err, &me) {
-		return me.Number == 1205 || IsDeadlock(err)
+		return me.Number == 1205 || IsDeadlock(err) || serverStateErrors[me.Number]
 	}
 	var ne net.Error
 	return errors.Is(err, mysqldriver.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||

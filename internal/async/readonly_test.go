@@ -1,0 +1,64 @@
+package async_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"gorm.io/gorm"
+
+	"github.com/seckill/seckill/internal/async"
+)
+
+// TestServerRefusingEveryWriteIsNotARefusalOfTheOrders: for a while the database answers every
+// write with an error that says nothing against the orders: it is read-only (a failover in
+// progress: 1290, 1836), out of connections (1040, 1203), shutting down (1053), or the
+// statement was killed or timed out (1317, 1927, 1969). It answers a ping all the while. The
+// writer took each such error for a refusal of the orders, counted an attempt for each, and
+// dead-lettered them at MaxAttempts: orders answered 202 were lost (failed) for a second of
+// read-only. They stay pending now, as for a lock wait, and are written once the database
+// writes again.
+func TestServerRefusingEveryWriteIsNotARefusalOfTheOrders(t *testing.T) {
+	errs := []*mysqldriver.MySQLError{
+		{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"},
+		{Number: 1836, Message: "Running in read-only mode"},
+		{Number: 1040, Message: "Too many connections"},
+		{Number: 1203, Message: "User seckill already has more than 'max_user_connections' active connections"},
+		{Number: 1053, Message: "Server shutdown in progress"},
+		{Number: 1317, Message: "Query execution was interrupted"},
+		{Number: 1927, Message: "Connection was killed"},
+		{Number: 1969, Message: "Query execution was interrupted (max_statement_time exceeded)"},
+	}
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{MaxAttempts: 2})
+			ctx := context.Background()
+			vid := f.voucher(3)
+			require.NoError(t, f.loader.Load(ctx, vid))
+			admitted := f.place(vid, 1, 2)
+
+			// Every write of the voucher's row fails with the next error, once each.
+			var refused atomic.Int32
+			require.NoError(t, f.db.Callback().Raw().Before("gorm:raw").Register("test:read_only", func(tx *gorm.DB) {
+				if !strings.HasPrefix(tx.Statement.SQL.String(), "UPDATE seckill_vouchers SET stock = stock WHERE") {
+					return
+				}
+				if n := refused.Add(1); int(n) <= len(errs) {
+					_ = tx.AddError(errs[n-1])
+				}
+			}))
+			f.writer("w", nil)
+			f.eventually("the stream settled", func() bool { return f.backlog(vid) == 0 })
+
+			assert.Greater(t, int(refused.Load()), len(errs), "every error was met")
+			n, err := f.statuses.DeadLettered(ctx, vid)
+			require.NoError(t, err)
+			assert.Zero(t, n, "orders dead-lettered for errors that say nothing against them")
+			f.judge(vid, 3, admitted)
+		})
+	}
+}
