@@ -387,7 +387,29 @@ func (w *Writer) loop(voucherID int64) {
 		if !ok {
 			own = true
 			w.sleep(retryBackoff)
+			if w.dbDownSince.Load() != 0 {
+				w.awaitDB()
+			}
 		}
+	}
+}
+
+// awaitDB waits, after a batch that found the database out of reach, until the database
+// answers a ping again, or Stop. Meanwhile the loop reads nothing: read again, its own pending
+// entries would restart their idle time at each try, and no writer that reaches the database
+// would ever claim them (nor should this one claim others' idle entries that it cannot
+// write): an instance cut off from the database alone held its batch for as long as that
+// lasted. Left idle, the batch is claimed past ClaimIdle by a writer that can write it.
+func (w *Writer) awaitDB() {
+	for w.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(w.ctx, pingTimeout)
+		err := w.pingDB(ctx)
+		cancel()
+		if err == nil {
+			w.dbUp()
+			return
+		}
+		w.sleep(retryBackoff)
 	}
 }
 
