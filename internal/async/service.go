@@ -161,7 +161,7 @@ func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (
 	case 4:
 		return 0, order.ErrSoldOut
 	case 5:
-		return 0, fmt.Errorf("admit: order id %d void: settled as not admitted", orderID)
+		return 0, fmt.Errorf("admit: order id %d already in the orders hash (void, or admitted by an earlier run of this call)", orderID)
 	}
 	return 0, fmt.Errorf("admit: unknown answer %v", res)
 }

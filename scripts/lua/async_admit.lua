@@ -8,8 +8,10 @@
 -- ARGV[1]  user id    ARGV[2]  order id    ARGV[3]  voucher id    ARGV[4]  now, ms since the epoch
 -- Returns {code, order id}: {0, ARGV[2]} admitted; {1, ''} the sale hash is missing (load it from
 -- the database and try again); {2, ''} outside the sale window; {3, id} the user already holds
--- order id; {4, ''} sold out; {5, ''} the order id is void: this call ran after the caller gave
--- up on its answer and settled the admission as not admitted (async_settle.lua).
+-- order id; {4, ''} sold out; {5, ''} the orders hash already holds the order id: void (this call
+-- ran after the caller gave up on its answer and settled the admission as not admitted,
+-- async_settle.lua), or admitted by an earlier run of the same call (which the caller settles
+-- as admitted).
 -- Ids stay strings: order ids exceed 2^53, past what a Lua number holds exactly.
 -- The duplicate check comes before the stock is touched, so a repeated request never takes a unit.
 local sale = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end')
