@@ -4,6 +4,7 @@
 // instance once it has been sent (a GET is), a request whose connect failed or timed out
 // moves to the other instance, failures do not take an instance out of rotation, a client
 // has nginx's answer within the bounds the config states however many instances hang, an
-// answer an instance gives within its own bounds still passes, and every answer nginx
-// gives itself is in the API's JSON error shape.
+// answer an instance gives within its own bounds still passes, the instances' /metrics and
+// /readyz reach no client through it, and every answer nginx gives itself is in the API's
+// JSON error shape.
 package nginx

@@ -27,6 +27,7 @@ const instanceHeaderLimit = 16<<10 + 4<<10
 
 // rawAnswer writes req to nginx as it is, on a connection of its own, and reads the answer.
 // The write runs beside the read: nginx may answer and close before it has read all of req.
+// The answer to a HEAD request is read as one: its Content-Length announces no body.
 func rawAnswer(t *testing.T, base, req string) (*http.Response, string) {
 	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
@@ -34,7 +35,11 @@ func rawAnswer(t *testing.T, base, req string) (*http.Response, string) {
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
 	go func() { _, _ = io.WriteString(c, req) }()
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	var asked *http.Request
+	if strings.HasPrefix(req, "HEAD ") {
+		asked = &http.Request{Method: http.MethodHead}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), asked)
 	require.NoError(t, err, "no answer to %.80q", req)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
