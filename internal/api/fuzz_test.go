@@ -178,11 +178,23 @@ func validVoucher(body []byte) (voucherRequest, bool) {
 	// The window that is stored: UTC, to the millisecond.
 	b, e := r.BeginTime.UTC().Truncate(time.Millisecond), r.EndTime.UTC().Truncate(time.Millisecond)
 	ok := r.Stock != nil && *r.Stock >= 0 && *r.Stock <= voucher.MaxStock &&
-		r.Title != "" && utf8.RuneCountInString(r.Title) <= voucher.MaxTitleLen &&
+		strings.TrimSpace(r.Title) != "" && utf8.RuneCountInString(r.Title) <= voucher.MaxTitleLen &&
+		!hasControl(r.Title+r.SubTitle, "") && !hasControl(r.Rules, "\t\n\r") &&
 		utf8.RuneCountInString(r.SubTitle) <= voucher.MaxTitleLen && utf8.RuneCountInString(r.Rules) <= voucher.MaxRulesLen &&
 		r.PayValue >= 0 && r.ActualValue >= 0 &&
 		b.Year() >= 2000 && e.Year() <= 9999 && e.After(b)
 	return r, ok
+}
+
+// hasControl reports whether s has a control character (Unicode's Cc: U+0000–U+001F,
+// U+007F–U+009F) other than those in allowed.
+func hasControl(s, allowed string) bool {
+	for _, r := range s {
+		if (r <= 0x1f || (r >= 0x7f && r <= 0x9f)) && !strings.ContainsRune(allowed, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // voucherMembers are the members of the voucher body as docs/openapi.yaml names them.
@@ -267,6 +279,10 @@ func FuzzCreateVoucherBody(f *testing.F) {
 		`{"title":"t","stock":-1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1,"payValue":-1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":" \u00a0","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"a\u0000b","subTitle":"s","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","rules":"1.\tone\r\n2.\u0085","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","rules":"1.\tone\r\n2.\ttwo","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1,"beginTime":"2026-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1,"beginTime":"2027-01-01T00:00:00Z","endTime":"2026-01-01T00:00:00Z"}`,
 		`{"TITLE":"t","Stock":1,"begintime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"} trailing`,

@@ -316,3 +316,39 @@ func TestServesTheDocument(t *testing.T) {
 	assert.Equal(t, "application/yaml", w.Header().Get("Content-Type"))
 	assert.Equal(t, docs.OpenAPI, w.Body.Bytes())
 }
+
+// TestContractRefusesControlCharacters: the document's voucher body refuses what the service
+// refuses (voucher.Service's check): a control character in title or subTitle, one in rules
+// other than tab and line breaks; rules with those pass.
+func TestContractRefusesControlCharacters(t *testing.T) {
+	const window = `"stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"`
+	created := func(rules string) string {
+		return `{"id":1,"title":"t","subTitle":"","rules":` + rules + `,"payValue":0,"actualValue":0,` + window +
+			`,"createdAt":"2026-01-01T00:00:00Z"}`
+	}
+	for _, tc := range []struct {
+		name, body, rules, wantErr string
+	}{
+		{"NUL in title", `{"title":"a\u0000b",` + window + `}`, `""`, "the document refuses the request"},
+		{"C1 control in subTitle", `{"title":"t","subTitle":"a\u0085",` + window + `}`, `""`, "the document refuses the request"},
+		{"line break in subTitle", `{"title":"t","subTitle":"a\nb",` + window + `}`, `""`, "the document refuses the request"},
+		{"NUL in rules", `{"title":"t","rules":"a\u0000",` + window + `}`, `"a\u0000"`, "the document refuses the request"},
+		{"tabs and line breaks in rules", `{"title":"t","rules":"1.\tone\r\n2.\ttwo",` + window + `}`, `"1.\tone\r\n2.\ttwo"`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/api/vouchers", strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer secret")
+			w := httptest.NewRecorder()
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.WriteString(created(tc.rules))
+			err := checkContract(req, w)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}

@@ -3,7 +3,9 @@ package voucher
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -35,8 +37,12 @@ func (s *Service) Get(ctx context.Context, id int64) (Voucher, error) {
 
 func validate(v Voucher) error {
 	switch {
-	case v.Title == "":
-		return fmt.Errorf("%w: title is required", ErrInvalid)
+	case strings.TrimSpace(v.Title) == "":
+		return fmt.Errorf("%w: title is required, and not blank", ErrInvalid)
+	case strings.ContainsFunc(v.Title+v.SubTitle, unicode.IsControl):
+		return fmt.Errorf("%w: title and subTitle must not contain control characters", ErrInvalid)
+	case strings.ContainsFunc(v.Rules, func(r rune) bool { return unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r' }):
+		return fmt.Errorf("%w: rules must not contain control characters but tabs and line breaks", ErrInvalid)
 	case utf8.RuneCountInString(v.Title) > MaxTitleLen || utf8.RuneCountInString(v.SubTitle) > MaxTitleLen:
 		return fmt.Errorf("%w: title and subTitle are at most %d characters", ErrInvalid, MaxTitleLen)
 	case utf8.RuneCountInString(v.Rules) > MaxRulesLen:

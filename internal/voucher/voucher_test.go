@@ -55,6 +55,12 @@ func TestCreateValidation(t *testing.T) {
 	}{
 		{"valid", ok, ""},
 		{"title empty", with(func(v *voucher.Voucher) { v.Title = "" }), "title is required"},
+		{"title blank", with(func(v *voucher.Voucher) { v.Title = " \t\u00a0\u3000" }), "not blank"},
+		{"title with NUL", with(func(v *voucher.Voucher) { v.Title = "a\x00b" }), "control characters"},
+		{"subTitle with a line break", with(func(v *voucher.Voucher) { v.SubTitle = "a\nb" }), "control characters"},
+		{"subTitle with a C1 control", with(func(v *voucher.Voucher) { v.SubTitle = "a\u0085b" }), "control characters"},
+		{"rules with NUL", with(func(v *voucher.Voucher) { v.Rules = "line one\nline two\x00" }), "control characters but tabs and line breaks"},
+		{"rules with tabs and line breaks", with(func(v *voucher.Voucher) { v.Rules = "1.\tone\r\n2.\ttwo" }), ""},
 		{"title 255 characters", with(func(v *voucher.Voucher) { v.Title = strings.Repeat("秒", 255) }), ""},
 		{"title 256 characters", with(func(v *voucher.Voucher) { v.Title = strings.Repeat("a", 256) }), "at most 255"},
 		{"subTitle 255 characters", with(func(v *voucher.Voucher) { v.SubTitle = strings.Repeat("杀", 255) }), ""},
