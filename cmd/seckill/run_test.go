@@ -482,8 +482,9 @@ func closedAddr(t *testing.T) string {
 // at start, naming the setting and how to start the servers; RedLock with fewer than a quorum
 // of nodes, ZooKeeper with no session and etcd with no lease within the connect timeout.
 func TestServeFailsWithoutItsLockBackend(t *testing.T) {
-	// ZooKeeper's and etcd's cases each wait out the connect timeout: they wait together, and
-	// beside TestDemoWithoutZooKeeper's.
+	// ZooKeeper's and etcd's cases each wait out the connect timeout (something listens at
+	// none of their addresses, but serve, unlike the demo, asks the backend itself): they wait
+	// together, and beside the package's other parallel tests.
 	t.Parallel()
 	// The dead addresses are held until all of them and the live nodes have theirs: a port
 	// closed at once may be handed out again, and the same one twice in the list is refused as
