@@ -196,6 +196,28 @@ func TestUserIDSentTwice(t *testing.T) {
 	}
 }
 
+// TestAuthorizationSentTwice: the admin's Authorization sent more than once, even the right
+// token twice, is refused with 400 invalid_argument and creates nothing: gin's GetHeader read
+// the first line, so a right token first passed whatever followed it.
+func TestAuthorizationSentTwice(t *testing.T) {
+	for _, values := range [][]string{{"Bearer " + testToken, "Bearer nope"}, {"Bearer " + testToken, "Bearer " + testToken}, {"Bearer nope", "Bearer " + testToken}} {
+		t.Run(strings.Join(values, ","), func(t *testing.T) {
+			vs := &fakeVouchers{}
+			h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
+			req := httptest.NewRequest(http.MethodPost, "/api/vouchers", strings.NewReader(validVoucherBody))
+			req.Header.Set("Content-Type", "application/json")
+			for _, v := range values {
+				req.Header.Add("Authorization", v)
+			}
+			w := serveRequest(t, h, req)
+			require.Equal(t, http.StatusBadRequest, w.Code, "status; body %s", w.Body)
+			requireErrorBody(t, w, api.CodeInvalidArgument)
+			assert.Contains(t, w.Body.String(), "sent once")
+			assert.Empty(t, vs.created, "vouchers created")
+		})
+	}
+}
+
 // TestTrailingSlashRedirectsToTheRoute: a route's path with a trailing slash is redirected to
 // the path without it (301 for GET, 307 otherwise, as docs/openapi.yaml says), whatever the
 // client sends. gin puts X-Forwarded-Prefix, a header any client can send and nginx passes

@@ -36,12 +36,16 @@ func limitBody(n int64) gin.HandlerFunc {
 
 // requireAdmin admits only "Authorization: Bearer <token>", the scheme in any case (an
 // authentication scheme is case-insensitive). With no token configured it refuses everyone,
-// so an unconfigured server cannot be used to create vouchers.
+// so an unconfigured server cannot be used to create vouchers. The header sent more than once
+// is refused (400), as X-User-ID is: gin's GetHeader reads the first line, a proxy may check
+// the last, or both joined.
 func requireAdmin(token string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		h := c.GetHeader("Authorization")
 		got, ok := bearerToken(h)
 		switch {
+		case len(c.Request.Header.Values("Authorization")) > 1:
+			writeError(c, statusCode{http.StatusBadRequest, codeInvalidArgument}, "header Authorization must be sent once")
 		case h == "" || !ok:
 			writeError(c, statusCode{http.StatusUnauthorized, codeUnauthenticated}, "admin bearer token required")
 		case token == "":
