@@ -48,10 +48,18 @@ func notRunLine(g string, addrs []string) string {
 		g, how[0], strings.Join(addrs, ","), g, how[1])
 }
 
-// listening reports whether a server accepts connections at any of addrs (host:port), each
-// given a second.
-func listening(addrs []string) bool {
-	return slices.ContainsFunc(addrs, pitfall.Reachable)
+// absentServer returns the NOT RUN line of guard g, and true, when g needs a server of its own
+// and nothing accepts connections at any of its addresses (each given a second): known at
+// once, where a server that listens and does not answer takes the connect timeout to tell.
+func absentServer(st *app.Stores, g string) (string, bool) {
+	if _, ok := serverOnly[g]; !ok {
+		return "", false
+	}
+	addrs := serverAddrs(st, g)
+	if slices.ContainsFunc(addrs, pitfall.Reachable) {
+		return "", false
+	}
+	return notRunLine(g, addrs), true
 }
 
 // maxStormOrders bounds the orders of one guard's storm (users x per-user).
@@ -153,11 +161,9 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		if g == asyncRow {
 			c.lock, c.orderMode = "redis", app.ModeAsync
 		}
-		// A guard without an embedded stand-in: say how to get its server, and go on. Where
-		// nothing listens that is known at once; a server that listens and does not answer
-		// takes the connect timeout to tell.
-		if _, ok := serverOnly[g]; ok && !listening(serverAddrs(st, g)) {
-			notRun = append(notRun, notRunLine(g, serverAddrs(st, g)))
+		// A guard without an embedded stand-in: say how to get its server, and go on.
+		if line, absent := absentServer(st, g); absent {
+			notRun = append(notRun, line)
 			continue
 		}
 		r, err := stormGuard(ctx, log, c, st, o)
@@ -178,8 +184,8 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 	var fences []fenceResult
 	quiet := slog.New(slog.DiscardHandler) // the stale holders' lost locks are the point, not news
 	for _, g := range fenceGuards {
-		if _, ok := serverOnly[g]; ok && !listening(serverAddrs(st, g)) {
-			fmt.Fprintf(stdout, "\nfencing %s\n", notRunLine(g, serverAddrs(st, g)))
+		if line, absent := absentServer(st, g); absent {
+			fmt.Fprintf(stdout, "\nfencing %s\n", line)
 			continue
 		}
 		for _, on := range []bool{false, true} {
