@@ -148,6 +148,12 @@ external)
 	;;
 esac
 
+# Write back what the build left in the page cache (k6, installed just before by make, and the
+# binaries: a hundred megabytes and more) now, not 30 s into the load, when the kernel's
+# periodic writeback would hold up the database's commit fsyncs: a CI run on a quiet machine
+# (load average 1.0) had its sync sell-out stall about 0.4 s some 20 s in, and nginx's order
+# gate shed 21 orders (server_errors 21) that no instance ever saw.
+sync
 echo "== machine: $(nproc) cores, $(uptime | sed 's/.*load average/load average/') (before the load)"
 base_url=${BASE_URL:-http://127.0.0.1:${CLUSTER_NGINX_PORT:-8080}}
 echo "== k6: MODE=$MODE LOCK=$LOCK, ${DURATION}s storm then ${DURATION}s sell-out$([[ $MODE == async ]] && echo ' then the flash peak')$([[ $KILL == 1 ]] && echo ', instance 2 killed mid-sell-out'), results in ${OUT#"$ROOT"/}"
