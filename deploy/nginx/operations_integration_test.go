@@ -12,8 +12,9 @@ import (
 // TestNginxKeepsOperationsToTheInstances: /metrics (the processes' internals) and /readyz
 // (whose 503 carries a store's error text, internal addresses included) are for Prometheus
 // and orchestrators, which ask each instance directly. nginx, the public entry, answers both
-// itself, for any method and query string and however the path is spelt, with the
-// instances' 404 not_found, and passes none of them on. /healthz still passes: make scaling
+// itself, for any method and query string and however the path is spelt, and everything
+// under them ("/metrics/", "/readyz/mysql"), with the instances' 404 not_found, and passes
+// none of them on. /healthz still passes: make scaling
 // measures it through nginx.
 func TestNginxKeepsOperationsToTheInstances(t *testing.T) {
 	s := &seen{tags: map[string][]string{}}
@@ -37,6 +38,16 @@ func TestNginxKeepsOperationsToTheInstances(t *testing.T) {
 		{"a doubled slash", http.MethodGet, "//metrics", 404},
 		{"a dot-dot segment", http.MethodGet, "/api/../readyz", 404},
 		{"a percent-encoded letter", http.MethodGet, "/%6detrics", 404},
+		// Everything under them too: an instance answers "/metrics/" with gin's redirect, or
+		// with its 404, and nothing under those paths is for the public either.
+		{"GET /metrics/", http.MethodGet, "/metrics/", 404},
+		{"GET /readyz/", http.MethodGet, "/readyz/", 404},
+		{"HEAD /readyz/", http.MethodHead, "/readyz/", 404},
+		{"POST /metrics/", http.MethodPost, "/metrics/", 404},
+		{"a path under /metrics", http.MethodGet, "/metrics/x/y?z=1", 404},
+		{"a path under /readyz", http.MethodGet, "/readyz/mysql", 404},
+		{"a percent-encoded slash", http.MethodGet, "/readyz%2F", 404},
+		{"a doubled slash after /metrics", http.MethodGet, "/metrics//", 404},
 		{"GET /healthz", http.MethodGet, "/healthz", http.StatusCreated},
 	}
 	for _, tt := range tests {
