@@ -38,8 +38,8 @@ func TestNginxKeepsOperationsToTheInstances(t *testing.T) {
 		{"a doubled slash", http.MethodGet, "//metrics", 404},
 		{"a dot-dot segment", http.MethodGet, "/api/../readyz", 404},
 		{"a percent-encoded letter", http.MethodGet, "/%6detrics", 404},
-		// Everything under them too: an instance answers "/metrics/" with gin's redirect, or
-		// with its 404, and nothing under those paths is for the public either.
+		// Everything under them too: nothing there is for the public, and whatever nginx
+		// passes on reaches an instance.
 		{"GET /metrics/", http.MethodGet, "/metrics/", 404},
 		{"GET /readyz/", http.MethodGet, "/readyz/", 404},
 		{"HEAD /readyz/", http.MethodHead, "/readyz/", 404},

@@ -218,33 +218,47 @@ func TestAuthorizationSentTwice(t *testing.T) {
 	}
 }
 
-// TestTrailingSlashRedirectsToTheRoute: a route's path with a trailing slash is redirected to
-// the path without it (301 for GET, 307 otherwise, as docs/openapi.yaml says), whatever the
-// client sends. gin puts X-Forwarded-Prefix, a header any client can send and nginx passes
-// on, in front of the Location; no proxy of this service strips a prefix for it to restore.
-func TestTrailingSlashRedirectsToTheRoute(t *testing.T) {
+// TestNoRedirects: a route's path spelt otherwise, with a trailing slash or as gin's
+// RedirectFixedPath would correct it (another case, a doubled slash, a dot segment), is no
+// route: 404 not_found in JSON, as docs/openapi.yaml says, never a redirect. gin's redirects
+// answered 301 (GET) or 307 with an HTML body or none, which a JSON client cannot read, and
+// whose Location gin prefixed with X-Forwarded-Prefix, a header any client can send. HEAD
+// answers the same status, without the body.
+func TestNoRedirects(t *testing.T) {
 	for _, tt := range []struct {
 		method, path, prefix string
-		status               int
-		location             string
 	}{
-		{"GET", "/api/vouchers/1/", "", http.StatusMovedPermanently, "/api/vouchers/1"},
-		{"GET", "/api/vouchers/1/", "/elsewhere", http.StatusMovedPermanently, "/api/vouchers/1"},
-		{"GET", "/healthz/", "/", http.StatusMovedPermanently, "/healthz"},
-		{"POST", "/api/vouchers/1/orders/", "evil.example", http.StatusTemporaryRedirect, "/api/vouchers/1/orders"},
+		{"GET", "/api/vouchers/1/", ""},
+		{"GET", "/api/vouchers/1/", "/elsewhere"},
+		{"HEAD", "/api/vouchers/1/", ""},
+		{"GET", "/healthz/", "/"},
+		{"GET", "/readyz/", ""},
+		{"GET", "/api/openapi.yaml/", ""},
+		{"GET", "/api/orders/1/", ""},
+		{"POST", "/api/vouchers/1/orders/", "evil.example"},
+		{"POST", "/api/vouchers/", ""},
+		{"GET", "/API/vouchers/1", ""},
+		{"GET", "/Healthz", ""},
+		{"GET", "/api//vouchers/1", ""},
+		{"GET", "/api/./vouchers/1", ""},
+		{"GET", "/api/vouchers/1/orders/../", ""},
 	} {
 		t.Run(tt.method+" "+tt.path+" "+tt.prefix, func(t *testing.T) {
 			os := &fakeOrders{id: 1}
-			h := api.NewServer(discardLog(), api.Config{}, &fakeVouchers{}, os)
-			req := httptest.NewRequest(tt.method, tt.path, nil)
-			req.Header.Set(api.HeaderUserID, "42")
+			h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, &fakeVouchers{}, os)
+			hdr := map[string]string{api.HeaderUserID: "42", "Authorization": "Bearer " + testToken}
 			if tt.prefix != "" {
-				req.Header.Set("X-Forwarded-Prefix", tt.prefix)
+				hdr["X-Forwarded-Prefix"] = tt.prefix
 			}
-			w := serveRequest(t, h, req)
-			require.Equal(t, tt.status, w.Code, "status; body %s", w.Body)
-			assert.Equal(t, tt.location, w.Header().Get("Location"))
-			assert.Empty(t, os.calls, "a redirect placed an order")
+			w := serve(t, h, request{tt.method, tt.path, hdr, ""})
+			require.Equal(t, http.StatusNotFound, w.Code, "status; Location %q, body %q", w.Header().Get("Location"), w.Body)
+			assert.Empty(t, w.Header().Get("Location"))
+			assert.Empty(t, os.calls, "an order was placed")
+			if tt.method == "HEAD" {
+				assert.Equal(t, "application/json; charset=utf-8", w.Header().Get("Content-Type"))
+				return
+			}
+			requireErrorBody(t, w, api.CodeNotFound)
 		})
 	}
 }

@@ -41,7 +41,7 @@ import (
 //     accepts what the document forbids has drifted from it as surely as one that answers
 //     what the document lacks;
 //   - a request for a path or method the document lacks must be answered 404 not_found or
-//     405 method_not_allowed (or gin's trailing-slash redirect).
+//     405 method_not_allowed.
 // So the document cannot drift from the service without a test failing.
 
 // contract is docs/openapi.yaml, loaded and validated once.
@@ -172,11 +172,8 @@ func (c *contract) lacksMethodWithID(req *http.Request) bool {
 }
 
 // checkUnrouted checks the answer to a path or method that the document has no operation
-// for: want with the error schema named, or a redirect of a path with a trailing slash.
+// for: want with the error schema named (never a redirect: the document's description).
 func (c *contract) checkUnrouted(w *httptest.ResponseRecorder, want int, schema string) error {
-	if want == http.StatusNotFound && (w.Code == http.StatusMovedPermanently || w.Code == http.StatusTemporaryRedirect) {
-		return nil // gin's RedirectTrailingSlash, as the document's description says
-	}
 	if w.Code != want {
 		return fmt.Errorf("no such operation in the document: want %d, the service answered %d", want, w.Code)
 	}

@@ -62,16 +62,13 @@ func NewServer(log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) h
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// A path is a route's exactly or no route (404 not_found): gin's redirects of a path
+	// with a trailing slash (301, 307) or another spelling answer in HTML, or with no body,
+	// which a JSON client cannot read; and gin builds their Location from X-Forwarded-Prefix,
+	// a header any client can send.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
 	r.Use(recoverJSON(log), limitBody(cfg.MaxBodyBytes))
 	routes(r, log, cfg, vouchers, orders)
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		// gin's trailing-slash redirect puts X-Forwarded-Prefix in front of its Location. Any
-		// client can send that header (nginx passes it on), and no proxy of this service
-		// strips a prefix for it to restore: the redirect goes to the route's own path.
-		req.Header.Del(headerForwardedPrefix)
-		r.ServeHTTP(w, req)
-	})
+	return r
 }
-
-// headerForwardedPrefix is the header gin's RedirectTrailingSlash reads a path prefix from.
-const headerForwardedPrefix = "X-Forwarded-Prefix"
