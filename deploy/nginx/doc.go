@@ -5,6 +5,7 @@
 // moves to the other instance, failures do not take an instance out of rotation, a client
 // has nginx's answer within the bounds the config states however many instances hang, an
 // answer an instance gives within its own bounds still passes, the instances' /metrics and
-// /readyz reach no client through it, and every answer nginx gives itself is in the API's
+// /readyz reach no client through it, a body declared over the limit is refused before it
+// is invited (Expect: 100-continue), and every answer nginx gives itself is in the API's
 // JSON error shape.
 package nginx

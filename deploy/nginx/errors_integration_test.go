@@ -191,22 +191,12 @@ func TestNginxInternalErrorInJSON(t *testing.T) {
 // nginx must not pick one of them (1.22's $http_x_user_id is the first line only) nor join
 // them (1.23's).
 func TestNginxPassesEveryUserIDLine(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		got [][]string
-	)
-	srv := newRecordingServer(t, func(r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		got = append(got, r.Header.Values("X-User-ID"))
-	})
+	srv, got := recording(t, func(r *http.Request) []string { return r.Header.Values("X-User-ID") })
 	base := startNginx(t, []string{srv}, unchanged)
 	resp, body := rawAnswer(t, base, "POST /api/vouchers/1/orders HTTP/1.1\r\nHost: x\r\n"+
 		"X-User-ID: 1\r\nX-User-ID: 2\r\nContent-Length: 0\r\n\r\n")
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "body %q", body)
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, [][]string{{"1", "2"}}, got)
+	assert.Equal(t, [][]string{{"1", "2"}}, got())
 }
 
 // TestNginxPassesAChunkedBodyWithItsLength: nginx reads a chunked body whole before it passes
@@ -216,15 +206,9 @@ func TestNginxPassesEveryUserIDLine(t *testing.T) {
 // without reading it); one with something in it arrives with its length and is refused.
 // README and docs/openapi.yaml say so.
 func TestNginxPassesAChunkedBodyWithItsLength(t *testing.T) {
-	var (
-		mu  sync.Mutex
-		got []int64
-	)
-	srv := newRecordingServer(t, func(r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
+	srv, got := recording(t, func(r *http.Request) int64 {
 		assert.Empty(t, r.TransferEncoding, "Transfer-Encoding passed on")
-		got = append(got, r.ContentLength)
+		return r.ContentLength
 	})
 	base := startNginx(t, []string{srv}, unchanged)
 	for _, body := range []string{"0\r\n\r\n", "1\r\nx\r\n0\r\n\r\n"} {
@@ -232,17 +216,62 @@ func TestNginxPassesAChunkedBodyWithItsLength(t *testing.T) {
 			"X-User-ID: 1\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
 		require.Equal(t, http.StatusCreated, resp.StatusCode, "body %q", answer)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Equal(t, []int64{0, 1}, got, "Content-Length as the instance saw it")
+	assert.Equal(t, []int64{0, 1}, got(), "Content-Length as the instance saw it")
 }
 
-// newRecordingServer is an upstream that calls record with each request and answers 201.
-func newRecordingServer(t *testing.T, record func(*http.Request)) string {
+// recording is an upstream that answers 201 and keeps what of makes of each request; got
+// returns those, in the order the requests arrived.
+func recording[T any](t *testing.T, of func(*http.Request) T) (addr string, got func() []T) {
+	var (
+		mu   sync.Mutex
+		kept []T
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		record(r)
+		v := of(r)
+		mu.Lock()
+		kept = append(kept, v)
+		mu.Unlock()
 		w.WriteHeader(http.StatusCreated)
 	}))
 	t.Cleanup(srv.Close)
-	return srv.Listener.Addr().String()
+	return srv.Listener.Addr().String(), func() []T {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]T(nil), kept...)
+	}
+}
+
+// TestExpectContinue: a client that sends "Expect: 100-continue" and a Content-Length over
+// the instances' limit has nginx's 413 payload_too_large at once, without a "100 Continue"
+// that invites the body, and nothing reaches an instance. Within the limit nginx invites the
+// body itself, reads it, and passes it on without the Expect header: an instance never
+// answers one behind nginx.
+func TestExpectContinue(t *testing.T) {
+	srv, expect := recording(t, func(r *http.Request) string { return r.Header.Get("Expect") })
+	base := startNginx(t, []string{srv}, unchanged)
+	head := func(size int) string {
+		return fmt.Sprintf("POST /api/vouchers HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+			"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n", size)
+	}
+
+	resp, body := rawAnswer(t, base, head(64<<10+1))
+	assertAPIError(t, resp, body, http.StatusRequestEntityTooLarge, "payload_too_large")
+
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = io.WriteString(c, head(2))
+	require.NoError(t, err)
+	r := bufio.NewReader(c)
+	resp, err = http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusContinue, resp.StatusCode, "nginx's answer to the headers within the limit")
+	_, err = io.WriteString(c, "{}")
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(r, nil)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusCreated, resp.StatusCode)
+	assert.Equal(t, []string{""}, expect(), "the Expect header each request reached the instance with")
 }

@@ -25,14 +25,32 @@ func recoverJSON(log *slog.Logger) gin.HandlerFunc {
 	}
 }
 
+// limitBody caps request bodies at n bytes. A body whose Content-Length is already over n is
+// refused before a byte of it is read: it reads as over the limit at once, so a handler that
+// reads it answers 413 as it does for any body too large, and net/http never sends the
+// "100 Continue" a client with "Expect: 100-continue" waits for (it sends it on the body's
+// first read), nor waits for a body sent slowly. The connection is closed after the answer:
+// kept, net/http would first read the unread body (up to 256 KiB) to reach the next request.
 func limitBody(n int64) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if c.Request.Body != nil {
+		switch {
+		case c.Request.ContentLength > n:
+			c.Header("Connection", "close")
+			c.Request.Body = overLimit{limit: n}
+		case c.Request.Body != nil:
 			c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, n)
 		}
 		c.Next()
 	}
 }
+
+// overLimit is the body of a request that declared more than limit bytes: reading it fails
+// with the error http.MaxBytesReader gives past its limit, without reading the client's body.
+type overLimit struct{ limit int64 }
+
+func (b overLimit) Read([]byte) (int, error) { return 0, &http.MaxBytesError{Limit: b.limit} }
+
+func (overLimit) Close() error { return nil }
 
 // requireAdmin admits only "Authorization: Bearer <token>", the scheme in any case (an
 // authentication scheme is case-insensitive). With no token configured it refuses everyone,
