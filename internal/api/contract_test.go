@@ -139,6 +139,18 @@ func TestErrorContract(t *testing.T) {
 			want: 415, wantCode: api.CodeUnsupportedMediaType},
 		{name: "create: malformed Content-Type", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json; charset"}, validVoucherBody},
 			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		// JSON is UTF-8 (RFC 8259, 8.1): a body declared in another charset would be read as
+		// UTF-8 all the same, its text taken for what it is not.
+		{name: "create: charset utf-16", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json; charset=utf-16"}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		{name: "create: charset quoted, upper case", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": `application/json;charset="UTF-16LE"`}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		{name: "create: charset iso-8859-1", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json; Charset=ISO-8859-1"}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		{name: "create: charset us-ascii", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": "application/json; charset=us-ascii"}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
+		{name: "create: charset empty", req: request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": `application/json; charset=""`}, validVoucherBody},
+			want: 415, wantCode: api.CodeUnsupportedMediaType},
 
 		// 503 unavailable
 		{name: "create: database down", req: request{"POST", "/api/vouchers", admin, validVoucherBody}, svcErr: errDB, want: 503, wantCode: api.CodeUnavailable, wantCall: true},
@@ -619,9 +631,11 @@ func TestCreateVoucherBearerSchemeAnyCase(t *testing.T) {
 }
 
 // TestCreateVoucherContentTypes: a JSON body is taken whatever the case of its media type and
-// with parameters; the refusals are in TestErrorContract.
+// with parameters, its charset utf-8 in any case, quoted or not; the refusals are in
+// TestErrorContract.
 func TestCreateVoucherContentTypes(t *testing.T) {
-	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", "application/json;charset=UTF-8"} {
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8", "Application/JSON", "application/json;charset=UTF-8",
+		`application/json; charset="utf-8"`, "application/json; CHARSET=Utf-8"} {
 		vs := &fakeVouchers{}
 		h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
 		w := serve(t, h, request{"POST", "/api/vouchers", map[string]string{"Authorization": "Bearer " + testToken, "Content-Type": ct}, validVoucherBody})

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -84,7 +85,7 @@ func toVoucherResponse(v voucher.Voucher) voucherResponse {
 func createVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !jsonContentType(c.GetHeader("Content-Type")) {
-			writeError(c, statusCode{http.StatusUnsupportedMediaType, codeUnsupportedMediaType}, "the body must be sent as Content-Type: application/json")
+			writeError(c, statusCode{http.StatusUnsupportedMediaType, codeUnsupportedMediaType}, "the body must be sent as Content-Type: application/json, in UTF-8 (no charset parameter, or charset=utf-8)")
 			return
 		}
 		var req createVoucherRequest
@@ -134,11 +135,18 @@ func getVoucher(log *slog.Logger, vouchers Vouchers) gin.HandlerFunc {
 	}
 }
 
-// jsonContentType reports whether a Content-Type declares JSON, with parameters (a charset)
-// or without. A body declared as anything else, or as nothing, is refused rather than read as
-// JSON all the same: curl -d sends application/x-www-form-urlencoded, and a client that
-// sends a form or text means something the service would otherwise guess at.
+// jsonContentType reports whether a Content-Type declares JSON in UTF-8: application/json,
+// with parameters or without, and a charset, if one is named, of utf-8 in any case. A body
+// declared as anything else, or as nothing, is refused rather than read as JSON all the same:
+// curl -d sends application/x-www-form-urlencoded, and a client that sends a form or text
+// means something the service would otherwise guess at. So is JSON in another charset
+// (utf-16, iso-8859-1, even us-ascii): JSON is UTF-8 (RFC 8259, section 8.1), the body is
+// read as UTF-8, and text in another encoding would be stored as what it is not.
 func jsonContentType(h string) bool {
-	mt, _, err := mime.ParseMediaType(h)
-	return err == nil && mt == "application/json"
+	mt, params, err := mime.ParseMediaType(h)
+	if err != nil || mt != "application/json" {
+		return false
+	}
+	charset, named := params["charset"]
+	return !named || strings.EqualFold(charset, "utf-8")
 }
