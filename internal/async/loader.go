@@ -102,22 +102,18 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	} else if n == 1 {
 		return l.register(ctx, voucherID)
 	}
-	// The token marks what this load read of Redis: async_load.lua finds its field gone when
-	// Redis lost the voucher's keys meanwhile.
-	token := strconv.FormatUint(rand.Uint64(), 36)
-	rb, err := readRedisBooks(ctx, l.rdb, voucherID, token)
+	// The token marks what this load read of Redis: async_load.lua finds it gone when Redis
+	// lost the voucher's keys meanwhile, or when another load created the sale hash since.
+	// A load that fails leaves it: it is shared by every load that read the books since the
+	// last creation (see async_books.lua).
+	rb, err := readRedisBooks(ctx, l.rdb, voucherID, strconv.FormatUint(rand.Uint64(), 36))
 	if err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
 	}
-	scripted := false
-	defer func() {
-		if !scripted {
-			// A load that failed before its script leaves no field behind.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
-			defer cancel()
-			_ = l.rdb.HDel(cctx, k.orders, loadField(token)).Err()
-		}
-	}()
+	if rb.loaded {
+		return l.register(ctx, voucherID) // created by another loader since
+	}
+	token := rb.token
 	// The stream's orders, each true once the database's rows show it written.
 	written := make(map[int64]bool, len(rb.stream))
 	for _, e := range rb.stream {
@@ -175,7 +171,6 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	// since the stream was read (see async_load.lua).
 	stock := v.Stock - counted
 	args := append([]any{stock, v.BeginTime.UnixMilli(), v.EndTime.UnixMilli(), token}, pending...)
-	scripted = true
 	created, err := loadScript.Run(ctx, l.rdb, []string{k.sale, k.users, k.orders, k.stream}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
@@ -300,28 +295,29 @@ func (l *Loader) storesAnswer(ctx context.Context) error {
 }
 
 // redisBooks is a voucher's books in Redis: its stock (loaded false when the sale hash is
-// missing), the orders in its stream, the length of its dead-letter stream at that moment, and
-// whether its keys were retired (async_retire.lua).
+// missing), the orders in its stream, the length of its dead-letter stream at that moment,
+// whether its keys were retired (async_retire.lua), and a loader's token (the
+// orders hash's field 'load': see async_books.lua).
 type redisBooks struct {
 	loaded  bool
 	stock   int64
 	stream  []Entry
 	dead    int64
 	retired bool
+	token   string
 }
 
-// ErrLoadLost is a load's error when Redis lost the voucher's keys (it restarted empty) after
-// the loader read its stream: the orders read there as pending are gone, and the load created
-// nothing from books that counted them. The next load starts from what Redis holds.
-var ErrLoadLost = errors.New("async: redis lost the voucher's keys during the load")
-
-// loadField is the orders hash's field that marks the load of token (async_books.lua,
-// async_load.lua): no order id, which is a number.
-func loadField(token string) string { return "load:" + token }
+// ErrLoadLost is a load's error when the books it read of Redis are stale: Redis lost the
+// voucher's keys (it restarted empty), and the orders read there as pending with them; or
+// another load created the sale hash, deleted again since, against which orders were admitted
+// that these books do not count. The load created nothing from them. The next load starts
+// from what Redis holds.
+var ErrLoadLost = errors.New("async: the voucher's books in redis changed during the load")
 
 // readRedisBooks reads the sale hash's stock, the stream's entries and the dead-letter
-// stream's length in one script. A loader passes its load's token, which the script marks in
-// the orders hash in the same step (loadField); reconcile passes "".
+// stream's length in one script. A loader passes a new token, and gets back the token of its
+// load, found or set in the orders hash in the same step while the sale hash is missing
+// (its field 'load'); reconcile passes "".
 func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64, token string) (redisBooks, error) {
 	k := keysOf(voucherID)
 	keys, args := []string{k.sale, k.stream, k.dead}, []any{}
@@ -332,8 +328,8 @@ func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64, to
 	if err != nil {
 		return redisBooks{}, fmt.Errorf("read books: %w", err)
 	}
-	if len(res) < 3 {
-		return redisBooks{}, fmt.Errorf("read books: script returned %d values, want at least 3", len(res))
+	if len(res) < 4 {
+		return redisBooks{}, fmt.Errorf("read books: script returned %d values, want at least 4", len(res))
 	}
 	var b redisBooks
 	if res[0] != nil {
@@ -345,7 +341,8 @@ func readRedisBooks(ctx context.Context, rdb redis.Scripter, voucherID int64, to
 	}
 	b.dead, _ = res[1].(int64)
 	b.retired = res[2] != nil
-	for i := 3; i+3 < len(res); i += 4 {
+	b.token, _ = res[3].(string)
+	for i := 4; i+3 < len(res); i += 4 {
 		var n [3]int64
 		for j := range n {
 			s, _ := res[i+j].(string)

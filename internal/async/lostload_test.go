@@ -4,10 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/order"
 )
 
 // TestRedisLostDuringALoad: Redis restarts empty (or loses the voucher's keys) while a load
@@ -47,6 +49,64 @@ func TestRedisLostDuringALoad(t *testing.T) {
 			admitted := f.place(vid, 1, 3)
 			f.writer("w", nil)
 			f.eventually("the orders since written", func() bool { return len(f.rows(vid)) == 3 })
+			f.judge(vid, 3, admitted)
+		})
+	}
+}
+
+// atLoadScript is a go-redis hook that fails the first async_load.lua call its client sends,
+// before Redis receives it: a load that dies at its last step.
+type atLoadScript struct {
+	hookBase
+	users string // the voucher's users hash: the script's second key
+	done  bool
+}
+
+func (h *atLoadScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if h.done || (cmd.Name() != "evalsha" && cmd.Name() != "eval") || len(args) < 5 || args[4] != h.users {
+			return next(ctx, cmd)
+		}
+		h.done = true
+		cmd.SetErr(errInjected)
+		return errInjected
+	}
+}
+
+// TestLoadThatDiesAtItsLastStep: a load registers the voucher and then fails to create its
+// sale hash (its script's call fails). The voucher is left registered without a sale hash, and
+// the orders hash keeps the load's token (its field 'load'). Neither harms: a writer still
+// writes the orders pending in the stream (a unit it dead-letters goes back to no sale hash,
+// and the load counts it), an admission finds no sale hash and loads the voucher again, and
+// that load completes it from the books as they are then, reusing the token, which no creation
+// has invalidated since, and deleting it. Nothing is sold twice. Nothing reads the field but
+// the loads: a lookup asks the orders hash for an order id, and a retirement deletes the hash.
+func TestLoadThatDiesAtItsLastStep(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(3)
+			admitted := f.place(vid, 1, 2) // pending: no writer runs yet
+			sale, users, orders, _, _ := async.KeysOf(vid)
+			require.NoError(t, f.rdb.Del(ctx, sale).Err(), "the sale hash deleted: the next admission reloads it")
+
+			dies := async.NewLoader(f.hookedClient(&atLoadScript{users: users}), f.store, quiet)
+			require.ErrorIs(t, dies.Load(ctx, vid), errInjected)
+			require.True(t, f.registered(vid), "registered before the creation")
+			require.Zero(t, f.rdb.Exists(ctx, sale).Val(), "no sale hash")
+			require.True(t, f.rdb.HExists(ctx, orders, "load").Val(), "the load's token left")
+
+			f.writer("w", nil)
+			f.eventually("the pending orders written without a sale hash", func() bool { return len(f.rows(vid)) == 2 && f.backlog(vid) == 0 })
+			for id, u := range f.place(vid, 3, 3) {
+				admitted[id] = u
+			}
+			assert.False(t, f.rdb.HExists(ctx, orders, "load").Val(), "the creation deleted the token")
+			_, err := f.svc.Place(ctx, 4, vid)
+			require.ErrorIs(t, err, order.ErrSoldOut, "the units of the orders written are not sold again")
+			f.eventually("the order since written", func() bool { return len(f.rows(vid)) == 3 })
 			f.judge(vid, 3, admitted)
 		})
 	}

@@ -59,3 +59,39 @@ func TestLoadThatLostTheRaceRestoresNoReleasedUser(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleLoadAfterTheSaleHashWasDeletedAgain: a load reads a voucher's books while its sale
+// hash is missing and is slow; meanwhile another instance loads the voucher, orders are
+// admitted against that sale hash (pending, or written after the slow load read the
+// database), and the sale hash is deleted again (by hand, to change the stock, or lost). The
+// slow load then found its token's field still there and created the sale hash from books
+// that count none of those orders: their units were sold a second time. A load whose books
+// another load's creation made stale creates nothing now (ErrLoadLost), and the next load
+// counts them.
+func TestStaleLoadAfterTheSaleHashWasDeletedAgain(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(3)
+			sale, _, _, _, _ := async.KeysOf(vid)
+
+			slow := async.NewLoader(f.rdb, f.store, quiet)
+			var admitted map[int64]int64
+			async.SetAfterBooks(slow, func(int64) {
+				require.NoError(t, f.loader.Load(ctx, vid), "another instance loads the voucher")
+				admitted = f.place(vid, 1, 2)
+				require.NoError(t, f.rdb.Del(ctx, sale).Err(), "and its sale hash is deleted again")
+			})
+			require.ErrorIs(t, slow.Load(ctx, vid), async.ErrLoadLost, "books read before another load's creation")
+			require.NoError(t, f.loader.Load(ctx, vid), "the next load")
+
+			b := f.book(vid)
+			assert.Equal(t, int64(1), b.RedisStock, "the units of the two pending orders are not for sale again")
+			assert.Zero(t, b.Drift(), "books %+v", b)
+			f.writer("w", nil)
+			f.eventually("the orders written", func() bool { return len(f.rows(vid)) == 2 })
+			f.judge(vid, 3, admitted)
+		})
+	}
+}

@@ -3,17 +3,23 @@
 -- KEYS[4]  the voucher's order stream
 -- ARGV[1]  units left: the database's stock minus the orders the loader counted as pending
 -- ARGV[2]  begin, ARGV[3] end of the sale window, ms since the Unix epoch
--- ARGV[4]  the load's token: async_books.lua set the orders hash's field 'load:' .. token when
---          the loader read the stream
+-- ARGV[4]  the load's token: the orders hash's field 'load' as async_books.lua found or set it
+--          when the loader read the stream
 -- ARGV[5..] quadruples of order id, user id, stream entry id, pending status
 -- ("pending|user|at"): the orders the loader counted as pending
 -- Returns 1 when it created the hash, 0 when the hash was there (another loader won; its books
 -- are as good as these, and orders may have been admitted against them since), -1 when the
--- token's field is gone: Redis lost the voucher's keys since the loader read the stream (it
--- restarted empty), and with them the orders counted as pending, which no writer will write:
--- created from these books, the hash would hold their units back for ever and map their users
--- to orders that do not exist. Nothing is created; the next load reads what Redis holds now.
--- The field is deleted here whatever the answer.
+-- field 'load' no longer holds the token: either Redis lost the voucher's keys since the loader
+-- read the stream (it restarted empty), and with them the orders counted as pending, which no
+-- writer will write: created from these books, the hash would hold their units back for ever
+-- and map their users to orders that do not exist; or another load created the sale hash since
+-- (this step deletes the field when it creates), which was deleted again since (by hand, to
+-- change the stock, or lost): orders admitted against it are in neither the stream nor the
+-- database as these books read them, and their units would be sold again. Nothing is created;
+-- the next load reads what Redis holds now.
+-- The field is shared by the loads that read the books since the last creation, so a load that
+-- fails leaves it, for the next: it is deleted by the creation, and with the orders hash (a
+-- retirement, a Redis that restarted empty).
 -- The caller restores the users of the database's rows before this runs: until the sale hash
 -- exists, async_admit admits nobody, so a half-restored users hash is never read. The users of
 -- the orders counted as pending are restored here, in the step that creates the hash, and only
@@ -33,13 +39,13 @@
 -- writer may have written and acknowledged it since the loader read the database (the
 -- acknowledgement deletes the entry and the status), and a status restored then would never be
 -- deleted again: the order, a row, would read pending forever.
-local mine = redis.call('HDEL', KEYS[3], 'load:' .. ARGV[4])
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-if mine == 0 then
+if redis.call('HGET', KEYS[3], 'load') ~= ARGV[4] then
   return -1
 end
+redis.call('HDEL', KEYS[3], 'load')
 local stock = tonumber(ARGV[1])
 for i = 5, #ARGV, 4 do
   local status = redis.call('HGET', KEYS[3], ARGV[i])
