@@ -42,6 +42,15 @@ func (m *Metrics) Admissions(result string) float64 {
 	return d.GetCounter().GetValue()
 }
 
+// Retried is the count of batches left pending to be tried again for cause, for the tests.
+func (m *Metrics) Retried(cause string) float64 {
+	var d dto.Metric
+	if err := m.retried.WithLabelValues(cause).Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetCounter().GetValue()
+}
+
 // HeldOf is the check w's batches of voucherID's stream run before they commit.
 func HeldOf(w *Writer, voucherID int64) Held { return w.held(keysOf(voucherID)) }
 

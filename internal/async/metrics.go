@@ -20,6 +20,18 @@ const (
 	MetricBacklog = "seckill_async_backlog"
 	// MetricOldestAge is the age of the oldest entry not yet written.
 	MetricOldestAge = "seckill_async_oldest_pending_seconds"
+	// MetricRetried counts the batches left pending to be tried again, by cause
+	// (RetryUnreachable, RetryTransient).
+	MetricRetried = "seckill_async_batches_retried_total"
+)
+
+// Causes of a batch left pending to be tried again (MetricRetried's label "cause").
+const (
+	// RetryUnreachable: the database did not answer a ping.
+	RetryUnreachable = "database_unreachable"
+	// RetryTransient: the database answered, with an error of its state or a wait, not a
+	// refusal of the orders (database.IsTransient).
+	RetryTransient = "transient"
 )
 
 // Admission results besides order.Results.
@@ -37,6 +49,7 @@ type Metrics struct {
 	pending      prometheus.Gauge
 	backlog      prometheus.Gauge
 	oldest       prometheus.Gauge
+	retried      *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -56,8 +69,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Orders admitted and not yet written (the streams' length), all vouchers."}),
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricOldestAge,
 			Help: "Age in seconds of the oldest order admitted and not yet written; 0 when none."}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRetried,
+			Help: "Batches the writer left pending to try again, by cause: the database unreachable, or an error that says nothing against the orders."}, []string{"cause"}),
 	}
-	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest)
+	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried)
+	m.retried.WithLabelValues(RetryUnreachable)
+	m.retried.WithLabelValues(RetryTransient)
 	for _, r := range []string{resultAdmitted, order.ResultAlreadyOrdered, order.ResultSoldOut, order.ResultSaleNotActive, resultNotFound, order.ResultError} {
 		m.admissions.WithLabelValues(r)
 	}

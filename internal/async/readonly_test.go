@@ -5,8 +5,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gorm.io/gorm"
@@ -58,6 +60,52 @@ func TestServerRefusingEveryWriteIsNotARefusalOfTheOrders(t *testing.T) {
 			n, err := f.statuses.DeadLettered(ctx, vid)
 			require.NoError(t, err)
 			assert.Zero(t, n, "orders dead-lettered for errors that say nothing against them")
+			f.judge(vid, 3, admitted)
+		})
+	}
+}
+
+// TestBatchRetriedForEverIsReported: the database answers a ping but refuses every write with
+// an error of its state (read-only, here: a failover that does not end). The writer keeps the
+// orders pending and retries them, as it must (no error of the database's state is a refusal
+// of the orders), for as long as that lasts; but nothing said so: /readyz passed (the
+// database answered its pings) and no metric moved, while the orders stayed pending. Ready
+// now fails once a voucher's batches have failed so for longer than DBDownBound, and
+// seckill_async_batches_retried_total counts each retry by its cause; once the database
+// writes again, the orders are written and Ready passes.
+func TestBatchRetriedForEverIsReported(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{MaxAttempts: 2, DBDownBound: 300 * time.Millisecond})
+			ctx := context.Background()
+			vid := f.voucher(3)
+			require.NoError(t, f.loader.Load(ctx, vid))
+			admitted := f.place(vid, 1, 2)
+
+			var readOnly atomic.Bool
+			readOnly.Store(true)
+			require.NoError(t, f.db.Callback().Raw().Before("gorm:raw").Register("test:read_only_for_ever", func(tx *gorm.DB) {
+				if readOnly.Load() && strings.HasPrefix(tx.Statement.SQL.String(), "UPDATE seckill_vouchers SET stock = stock WHERE") {
+					_ = tx.AddError(&mysqldriver.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"})
+				}
+			}))
+			metrics := async.NewMetrics(prometheus.NewRegistry())
+			cfg := f.cfg
+			cfg.Consumer = "w"
+			w := async.NewWriter(f.rdb, f.store, metrics, quiet, cfg)
+			w.Start()
+			t.Cleanup(func() { stopped(t, w) })
+
+			f.eventually("Ready fails while the batches keep failing", func() bool { return w.Ready(ctx) != nil })
+			assert.Positive(t, metrics.Retried("transient"), "the retries counted")
+			assert.Equal(t, int64(2), f.backlog(vid), "the orders still pending")
+			n, err := f.statuses.DeadLettered(ctx, vid)
+			require.NoError(t, err)
+			assert.Zero(t, n, "nothing dead-lettered")
+
+			readOnly.Store(false)
+			f.eventually("the orders written once the database writes again", func() bool { return f.backlog(vid) == 0 })
+			assert.NoError(t, w.Ready(ctx), "ready again")
 			f.judge(vid, 3, admitted)
 		})
 	}

@@ -65,6 +65,13 @@ type Writer struct {
 	// (putBackLeft).
 	left    map[int64]uint64
 	leftSeq uint64
+	// failing holds, for each voucher whose batches have failed with an error that says
+	// nothing against the orders (database.IsTransient) while the database answers, since
+	// when they have: retried for as long as that lasts, as no such error is a refusal of the
+	// orders, and reported by Ready past DBDownBound. A batch of the voucher that commits
+	// ends it. failMu guards it (not mu, which Stop holds across Redis calls).
+	failMu  sync.Mutex
+	failing map[int64]time.Time
 
 	// dbDownSince is when the writer last found the database unreachable after it had
 	// been reachable (UnixNano), 0 while it is reachable.
@@ -84,7 +91,7 @@ func NewWriter(rdb redis.UniversalClient, store *Store, metrics *Metrics, log *s
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Writer{rdb: rdb, store: store, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
-		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[int64]uint64{}}
+		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[int64]uint64{}, failing: map[int64]time.Time{}}
 }
 
 // Consumer is the writer's name in the consumer group.
@@ -140,16 +147,41 @@ func (w *Writer) Stop(ctx context.Context) error {
 // StopTimeout is StopTimeout of the writer's ClaimIdle: the bound to give Stop.
 func (w *Writer) StopTimeout() time.Duration { return StopTimeout(w.cfg.ClaimIdle) }
 
-// Ready fails when the writer has not reached the database for longer than DBDownBound.
+// Ready fails when the writer has not reached the database for longer than DBDownBound, or
+// when a voucher's batches have failed for longer than that with errors that say nothing
+// against the orders (the database read-only, out of connections, a row held): its orders
+// stay pending and are retried, never given up, for as long as that lasts.
 func (w *Writer) Ready(context.Context) error {
-	since := w.dbDownSince.Load()
-	if since == 0 {
-		return nil
+	if since := w.dbDownSince.Load(); since != 0 {
+		if d := time.Since(time.Unix(0, since)); d > w.cfg.DBDownBound {
+			return fmt.Errorf("the order writer has not reached the database for %s (bound %s)", d.Round(time.Second), w.cfg.DBDownBound)
+		}
 	}
-	if d := time.Since(time.Unix(0, since)); d > w.cfg.DBDownBound {
-		return fmt.Errorf("the order writer has not reached the database for %s (bound %s)", d.Round(time.Second), w.cfg.DBDownBound)
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	for id, since := range w.failing {
+		if d := time.Since(since); d > w.cfg.DBDownBound {
+			return fmt.Errorf("the order writer's batches of voucher %d have failed for %s (bound %s), the database answering; retried", id, d.Round(time.Second), w.cfg.DBDownBound)
+		}
 	}
 	return nil
+}
+
+// batchFailing records that a batch of voucherID failed for no fault of its orders (see
+// failing).
+func (w *Writer) batchFailing(voucherID int64) {
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	if _, ok := w.failing[voucherID]; !ok {
+		w.failing[voucherID] = time.Now()
+	}
+}
+
+// endFailing records that a batch of voucherID committed, or that its loop ended.
+func (w *Writer) endFailing(voucherID int64) {
+	w.failMu.Lock()
+	defer w.failMu.Unlock()
+	delete(w.failing, voucherID)
 }
 
 func (w *Writer) dbUp() { w.dbDownSince.Store(0) }
@@ -368,6 +400,7 @@ func (w *Writer) loop(voucherID int64) {
 				w.mu.Lock()
 				delete(w.running, voucherID)
 				w.mu.Unlock()
+				w.endFailing(voucherID)
 				return
 			}
 			continue
@@ -532,6 +565,7 @@ func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redi
 	outs, err := w.store.Write(ctx, voucherID, es, held)
 	if err == nil {
 		w.dbUp()
+		w.endFailing(voucherID)
 		return w.settle(ctx, voucherID, k, es, outs)
 	}
 	if w.notHeld(voucherID, len(es), err) || w.notRefused(ctx, voucherID, len(es), err) {
@@ -543,6 +577,7 @@ func (w *Writer) write(ctx context.Context, voucherID int64, k keys, msgs []redi
 		outs, err := w.store.Write(ctx, voucherID, []Entry{e}, held)
 		switch {
 		case err == nil:
+			w.endFailing(voucherID)
 			ok = w.settle(ctx, voucherID, k, []Entry{e}, outs) && ok
 		case errors.Is(err, ErrEntriesGone):
 			w.notHeld(voucherID, 1, err)
@@ -665,8 +700,11 @@ func (w *Writer) notRefused(ctx context.Context, voucherID int64, n int, err err
 	switch {
 	case w.unreachable(ctx, err):
 		w.dbDown()
+		w.metrics.retried.WithLabelValues(RetryUnreachable).Inc()
 		w.log.Warn("writer: database unreachable; the batch stays pending", "voucher_id", voucherID, "entries", n, "err", err)
 	case database.IsTransient(err):
+		w.batchFailing(voucherID)
+		w.metrics.retried.WithLabelValues(RetryTransient).Inc()
 		w.log.Warn("writer: the database gave up on the batch, not on its orders (a lock wait, a lost connection); it stays pending",
 			"voucher_id", voucherID, "entries", n, "err", err)
 	default:
