@@ -439,3 +439,67 @@ func TestReopenedSaleKeepsOneOrderPerUser(t *testing.T) {
 		assert.True(t, f.registered(vid), "read by the writers again")
 	})
 }
+
+// afterGroupCreation is a go-redis hook that, once armed, closes done after the first command
+// its client sent that creates the consumer group (XGROUP, or a script, which a writer runs
+// for nothing else once its voucher's stream is empty) has been answered.
+type afterGroupCreation struct {
+	hookBase
+	armed atomic.Bool
+	fired atomic.Bool
+	done  chan struct{}
+}
+
+func (h *afterGroupCreation) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		switch cmd.Name() {
+		case "xgroup", "evalsha", "eval":
+			if h.armed.Load() && h.fired.CompareAndSwap(false, true) {
+				close(h.done)
+			}
+		}
+		return err
+	}
+}
+
+// TestWriterDoesNotRecreateARetiredStream: a writer's loop still reads a voucher's stream when
+// another writer retires the voucher (whose clock puts the sale past the retention first), and
+// the retirement deletes the stream with its consumer group. The loop's next read found no
+// group and created it again, with MKSTREAM: an empty stream and group of a retired voucher,
+// out of the registry, that nothing deleted again. The group is now created only while the
+// sale hash is not marked retired, in one step; the loop of a retired voucher ends (a reopened
+// sale, its mark gone, is read again).
+func TestWriterDoesNotRecreateARetiredStream(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			vid := f.voucher(5)
+			f.place(vid, 1, 1)
+			_, _, _, stream, _ := async.KeysOf(vid)
+
+			hook := &afterGroupCreation{done: make(chan struct{})}
+			reading := f.hookedWriter(hook)
+			reading.Start()
+			t.Cleanup(func() { stopped(t, reading) })
+			f.eventually("the order written", func() bool { return len(f.rows(vid)) == 1 && f.backlog(vid) == 0 })
+
+			later := f.cfg
+			later.Now = func() time.Time { return time.Now().Add(pastRetention) }
+			retiring := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, later)
+			hook.armed.Store(true)
+			retired, err := async.Retire(ctx, retiring, vid)
+			require.NoError(t, err)
+			require.True(t, retired)
+
+			select {
+			case <-hook.done:
+			case <-time.After(eventuallyBound):
+				t.Fatal("the reading writer did not come back to its group")
+			}
+			assert.Zero(t, f.rdb.Exists(ctx, stream).Val(), "the retired voucher's stream is not created again")
+			assert.Zero(t, f.keysLeft(vid), "no key of the retired voucher but its sale hash")
+		})
+	}
+}

@@ -21,6 +21,7 @@ var (
 	ackScript     = redis.NewScript(lua.AsyncAck)
 	attemptScript = redis.NewScript(lua.AsyncAttempt)
 	deadScript    = redis.NewScript(lua.AsyncDead)
+	groupScript   = redis.NewScript(lua.AsyncGroup)
 	heldScript    = redis.NewScript(lua.AsyncHeld)
 )
 
@@ -354,10 +355,17 @@ func (w *Writer) loop(voucherID int64) {
 	limit := w.cfg.Batch
 	for w.ctx.Err() == nil {
 		if !groupReady {
-			if err := w.ensureGroup(k); err != nil {
+			ok, err := w.ensureGroup(k)
+			if err != nil {
 				w.log.Warn("writer: create consumer group", "voucher_id", voucherID, "err", err)
 				w.sleep(retryBackoff)
 				continue
+			}
+			if !ok {
+				// Retired (by another writer) while this loop read it: its stream and group
+				// are gone, and nothing is pending there. A reopened sale is discovered again.
+				w.leave(voucherID)
+				return
 			}
 			groupReady = true
 		}
@@ -397,10 +405,7 @@ func (w *Writer) loop(voucherID int64) {
 		}
 		if len(msgs) == 0 {
 			if time.Since(lastClaim) < pollBlock && w.finished(w.ctx, voucherID) {
-				w.mu.Lock()
-				delete(w.running, voucherID)
-				w.mu.Unlock()
-				w.endFailing(voucherID)
+				w.leave(voucherID)
 				return
 			}
 			continue
@@ -425,6 +430,14 @@ func (w *Writer) loop(voucherID int64) {
 			}
 		}
 	}
+}
+
+// leave ends voucherID's loop: discovery starts another when the voucher needs one again.
+func (w *Writer) leave(voucherID int64) {
+	w.mu.Lock()
+	delete(w.running, voucherID)
+	w.mu.Unlock()
+	w.endFailing(voucherID)
 }
 
 // awaitDB waits, after a batch that found the database out of reach, until the database
@@ -469,15 +482,13 @@ func (w *Writer) sleep(d time.Duration) {
 }
 
 // ensureGroup creates the group, reading from the stream's start ("0", not "$": entries
-// admitted before any writer ran are orders too), and the stream if missing.
-func (w *Writer) ensureGroup(k keys) error {
+// admitted before any writer ran are orders too), and the stream if missing, unless the
+// voucher was retired (async_group.lua): it reports false then, and nothing is created.
+func (w *Writer) ensureGroup(k keys) (bool, error) {
 	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
 	defer cancel()
-	err := w.rdb.XGroupCreateMkStream(ctx, k.stream, w.cfg.Group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return err
-	}
-	return nil
+	n, err := groupScript.Run(ctx, w.rdb, []string{k.sale, k.stream}, w.cfg.Group).Int()
+	return n == 1, err
 }
 
 // read is one XREADGROUP from id ("0": this consumer's pending entries; ">": new ones);

@@ -103,6 +103,12 @@ var AsyncHeld string
 //go:embed async_books.lua
 var AsyncBooks string
 
+// AsyncGroup is async_group.lua: create a voucher's consumer group (and stream) unless the
+// voucher was retired.
+//
+//go:embed async_group.lua
+var AsyncGroup string
+
 // AsyncRetire is async_retire.lua: delete the Redis keys of a voucher whose sale is over and
 // whose stream is empty, keeping its sale hash marked retired.
 //
