@@ -27,8 +27,15 @@ var ErrStockShort = errors.New("async: database stock short of the batch")
 // registryKey is the set of voucher ids loaded into Redis and not retired: the streams the
 // writers read and the orders hashes a status lookup asks. A voucher leaves it when a writer
 // retires it (Config.Retention), so it holds the recent sales, not every sale ever. It is the
-// one key outside a voucher's hash slot, and no script touches it.
+// one key outside a voucher's hash slot (with leavingKey), and no script touches it.
 const registryKey = "seckill:async:vouchers"
+
+// leavingKey is the set of vouchers a retirement is taking out of the registry: each from
+// before the SREM until it is settled (back in the registry when its sale was reopened, or
+// retired), so that a lookup, which reads both sets in one SUNION, never misses the orders of
+// a sale reopened meanwhile. Its hash tag is the registry's name, which Redis Cluster hashes
+// whole (it has no tag): the two sets share a slot, and SUNION runs there.
+const leavingKey = "{seckill:async:vouchers}:leaving"
 
 // keys are the Redis keys of one voucher, all in its hash slot.
 type keys struct {

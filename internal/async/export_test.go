@@ -99,3 +99,6 @@ const OrdersOfVoucher = ordersOfVoucher
 
 // RegistryKey is the registry's key: the vouchers the writers read and lookups ask.
 const RegistryKey = registryKey
+
+// LeavingKey is the key of the vouchers a retirement is taking out of the registry.
+const LeavingKey = leavingKey

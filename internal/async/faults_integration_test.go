@@ -174,6 +174,11 @@ func TestRedisCluster(t *testing.T) {
 		masters[masterOf(t, rdb, slot)] = true
 	}
 	require.Greater(t, len(masters), 1, "the vouchers should spread over masters")
+	registry, err := rdb.ClusterKeySlot(ctx, async.RegistryKey).Result()
+	require.NoError(t, err)
+	leaving, err := rdb.ClusterKeySlot(ctx, async.LeavingKey).Result()
+	require.NoError(t, err)
+	require.Equal(t, registry, leaving, "a lookup reads the registry and the vouchers leaving it in one SUNION")
 	f.writer("a", nil)
 	f.writer("b", nil)
 	admitted := map[int64]map[int64]int64{}

@@ -39,9 +39,9 @@ func NewStatuses(rdb redis.UniversalClient, store *Store) *Statuses {
 
 // Lookup returns orderID as Redis or the failed orders know it and true, or false when neither
 // knows it (never admitted, or written: ask the database). It is InRedis, then Failed: one
-// SMEMBERS, one pipeline of the vouchers of recent sales (a voucher leaves the registry when it
-// is retired, Config.Retention after its sale) and one indexed read, however many sales there
-// were before.
+// SUNION (the registry and the vouchers leaving it), one pipeline of the vouchers of recent
+// sales (a voucher leaves the registry when it is retired, Config.Retention after its sale)
+// and one indexed read, however many sales there were before.
 //
 // Redis comes first: a retirement writes a voucher's failed orders to the database before it
 // deletes their Redis copies, so a lookup that reads Redis before the deletion finds the status
@@ -55,11 +55,14 @@ func (s *Statuses) Lookup(ctx context.Context, orderID int64) (PendingOrder, boo
 	return s.Failed(ctx, orderID)
 }
 
-// InRedis returns orderID as the orders hash of a registered voucher holds it (pending, or
-// failed until the voucher is retired) and true, or false when none does. It asks them all in
-// one pipeline.
+// InRedis returns orderID as the orders hash of a registered voucher (or one leaving the
+// registry) holds it (pending, or failed until the voucher is retired) and true, or false when
+// none does. It asks them all in one pipeline.
 func (s *Statuses) InRedis(ctx context.Context, orderID int64) (PendingOrder, bool, error) {
-	ids, err := s.rdb.SMembers(ctx, registryKey).Result()
+	// With the vouchers leaving the registry, in the same step: a sale reopened during its
+	// retirement is out of the registry for a moment, or until a discovery when the put-back
+	// failed, and its pending orders would read as none.
+	ids, err := s.rdb.SUnion(ctx, registryKey, leavingKey).Result()
 	if err != nil {
 		return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
 	}

@@ -23,8 +23,10 @@ func (w *Writer) leftRegistry(voucherID int64) {
 // registry, where no writer reads a stream and no discovery, which reads the registry, would
 // try them again. A sale hash without the retired mark is a reopened sale: back into the
 // registry. Marked retired, the voucher stays out; without a sale hash, the reload that
-// recreates it registers it. Either way the voucher is forgotten; one whose check or put-back
-// fails is kept for the next round. Its Redis work is one pipeline and at most one SADD.
+// recreates it registers it. Either way the voucher leaves the set of those leaving the
+// registry, which lookups read with it, and is forgotten; one whose check, put-back or SREM
+// from that set fails is kept for the next round. Its Redis work is one pipeline, at most one
+// SADD and one SREM.
 func (w *Writer) putBackLeft() {
 	w.mu.Lock()
 	seen := make(map[int64]uint64, len(w.left))
@@ -64,15 +66,17 @@ func (w *Writer) putBackLeft() {
 		}
 	}
 	if len(reopened) > 0 {
-		members := make([]any, len(reopened))
-		for i, id := range reopened {
-			members[i] = id
-		}
-		if err := w.rdb.SAdd(ctx, registryKey, members...).Err(); err != nil {
+		if err := w.rdb.SAdd(ctx, registryKey, members(reopened)...).Err(); err != nil {
 			w.log.Warn("writer: put reopened vouchers back into the registry; tried again next round", "voucher_ids", reopened, "err", err)
 		} else {
 			w.log.Info("writer: reopened vouchers put back into the registry", "voucher_ids", reopened)
 			settled = append(settled, reopened...)
+		}
+	}
+	if len(settled) > 0 {
+		if err := w.rdb.SRem(ctx, leavingKey, members(settled)...).Err(); err != nil {
+			w.log.Warn("writer: settled vouchers still among those leaving the registry; tried again next round", "voucher_ids", settled, "err", err)
+			return
 		}
 	}
 	w.mu.Lock()
@@ -83,4 +87,13 @@ func (w *Writer) putBackLeft() {
 			delete(w.left, id)
 		}
 	}
+}
+
+// members is ids as a set command's members.
+func members(ids []int64) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
 }

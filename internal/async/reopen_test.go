@@ -161,6 +161,7 @@ func (f *fixture) readAgain(c *clock, voucherID int64, bought, reopened map[int6
 	require.NoError(t, err)
 	assert.True(t, retired, "the reopened sale, over for the retention, retired")
 	assert.False(t, f.registered(voucherID), "and out of the registry")
+	assert.Zero(t, f.rdb.SCard(ctx, async.LeavingKey).Val(), "none left among the vouchers leaving it")
 }
 
 // TestReopenDuringRetirement: an operator reopens a sale (moves its end in the database and
@@ -227,23 +228,74 @@ func TestPutBackOutlivesTheRetirementContext(t *testing.T) {
 	})
 }
 
+// TestLookupWhileAReopenedSaleIsOutOfTheRegistry: a sale reopened just before a retirement's
+// SREM is out of the registry from that SREM until the put-back registers it again (the next
+// discovery's, when the put-back failed). A lookup asks the orders hashes of the registered
+// vouchers only: an order admitted since the reopening, pending, was answered 404 in that
+// window, an order its buyer was told was placed reported as not existing. A voucher leaving
+// the registry is in a second set, which lookups read with the registry in one step, until it
+// is settled, back in the registry or retired.
+func TestLookupWhileAReopenedSaleIsOutOfTheRegistry(t *testing.T) {
+	cases := []struct {
+		name string
+		fail map[string]int // how many times each command fails, from the SREM on
+	}{
+		{name: "between the SREM and the put-back"},
+		{name: "the put-back failed", fail: map[string]int{"sadd": 1}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+				vid, bought := f.retiredSale(c)
+				var reopened map[int64]int64
+				lookUp := func() {
+					for id, u := range reopened {
+						assert.Equal(t, order.StatePending, f.state(u, id), "order %d, admitted since the reopening", id)
+					}
+				}
+				hooks := []redis.Hook{&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }},
+					&atCommand{cmd: "hexists", do: lookUp}}
+				if tc.fail != nil {
+					hooks = append(hooks, &failing{cmds: maps.Clone(tc.fail), from: "srem"})
+				}
+				w := f.hookedWriter(hooks...)
+				_, err := async.Retire(context.Background(), w, vid)
+				if tc.fail != nil {
+					require.ErrorIs(t, err, errInjected)
+					require.False(t, f.registered(vid), "out of the registry after the failed put-back")
+					lookUp()
+					async.Discover(w)
+				} else {
+					require.NoError(t, err)
+				}
+				stopped(t, w)
+				f.readAgain(c, vid, bought, reopened)
+			})
+		})
+	}
+}
+
 // errInjected is the failure failing gives its commands.
 var errInjected = errors.New("injected redis failure")
 
-// failing is a go-redis hook that fails the next cmds[name] commands named name: before Redis
-// receives them (not applied), or after Redis applied them (sent: the reply lost, as in a
-// timeout).
+// failing is a go-redis hook that fails the next cmds[name] commands named name, from the
+// first command named from on (from "" : from the first command): before Redis receives them
+// (not applied), or after Redis applied them (sent: the reply lost, as in a timeout).
 type failing struct {
 	hookBase
 	cmds map[string]int
 	sent bool
+	from string
 	mu   sync.Mutex
 }
 
 func (h *failing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		h.mu.Lock()
-		at := h.cmds[cmd.Name()] > 0
+		if cmd.Name() == h.from {
+			h.from = ""
+		}
+		at := h.from == "" && h.cmds[cmd.Name()] > 0
 		if at {
 			h.cmds[cmd.Name()]--
 		}
@@ -284,7 +336,7 @@ func TestPutBackFailsAndDiscoveryPutsItBack(t *testing.T) {
 			withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 				vid, bought := f.retiredSale(c)
 				var reopened map[int64]int64
-				fail := &failing{cmds: maps.Clone(tc.fail), sent: tc.sent}
+				fail := &failing{cmds: maps.Clone(tc.fail), sent: tc.sent, from: "srem"}
 				w := f.hookedWriter(&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }}, fail)
 				retired, err := async.Retire(context.Background(), w, vid)
 				require.ErrorIs(t, err, errInjected)

@@ -99,8 +99,15 @@ func (w *Writer) retire(ctx context.Context, voucherID int64) (bool, error) {
 	// no writer, and no discovery, which reads the registry, tries it again.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
 	defer cancel()
+	// Lookups read the leaving vouchers with the registry: a sale reopened meanwhile has its
+	// orders found while it is out of the registry, until it is settled.
+	if err := w.rdb.SAdd(ctx, leavingKey, voucherID).Err(); err != nil {
+		// Still registered: the next discovery retires it again (retireAlready).
+		return false, fmt.Errorf("retire voucher %d: mark it leaving the registry: %w", voucherID, err)
+	}
 	// A failure from here on may leave a reopened sale out of the registry (an SREM whose reply
-	// was lost may have been applied): discovery checks the voucher again (putBackLeft).
+	// was lost may have been applied): discovery checks the voucher again (putBackLeft), and
+	// takes it out of the leaving ones once settled.
 	if err := w.rdb.SRem(ctx, registryKey, voucherID).Err(); err != nil {
 		w.leftRegistry(voucherID)
 		return false, fmt.Errorf("retire voucher %d: leave the registry: %w: %w", voucherID, errCheckedAgain, err)
@@ -113,6 +120,12 @@ func (w *Writer) retire(ctx context.Context, voucherID int64) (bool, error) {
 			w.leftRegistry(voucherID)
 			return false, fmt.Errorf("retire voucher %d: register the reloaded voucher again: %w: %w", voucherID, errCheckedAgain, err)
 		}
+	}
+	if err := w.rdb.SRem(ctx, leavingKey, voucherID).Err(); err != nil {
+		w.leftRegistry(voucherID)
+		return false, fmt.Errorf("retire voucher %d: settled, leave the leaving vouchers: %w: %w", voucherID, errCheckedAgain, err)
+	}
+	if !marked {
 		return false, nil
 	}
 	return code == retireNow, nil
