@@ -213,6 +213,12 @@ func (l *Loader) register(ctx context.Context, voucherID int64) error {
 // LoadOnSale loads every seckill voucher whose sale has not ended and that Redis lacks. A
 // voucher whose load fails is tried again while the stores answer (see loadAtStart); the
 // first that cannot be loaded is the error.
+//
+// It also loads the registered vouchers whose sale hash Redis lacks, whatever their sale: a
+// load that failed after it registered one (see load) left it so, and when its sale ended no
+// admission loads it again; a writer would read its stream for ever, as a sale without a sale
+// hash never reads as finished, and never retire it. One of those that cannot be loaded is
+// logged, not the start's error: its sale is over.
 func (l *Loader) LoadOnSale(ctx context.Context, now time.Time) error {
 	ids, err := l.store.OnSale(ctx, now)
 	if err != nil {
@@ -223,7 +229,46 @@ func (l *Loader) LoadOnSale(ctx context.Context, now time.Time) error {
 			return err
 		}
 	}
+	stranded, err := l.stranded(ctx)
+	if err != nil {
+		l.log.Warn("registered vouchers without a sale hash not looked for at start", "err", err)
+		return nil
+	}
+	for _, id := range stranded {
+		if err := l.loadAtStart(ctx, id); err != nil {
+			l.log.Warn("registered voucher without a sale hash not loaded at start", "voucher_id", id, "err", err)
+		}
+	}
 	return nil
+}
+
+// stranded returns the registered vouchers whose sale hash Redis lacks: one SMEMBERS and one
+// pipeline.
+func (l *Loader) stranded(ctx context.Context) ([]int64, error) {
+	members, err := l.rdb.SMembers(ctx, registryKey).Result()
+	if err != nil || len(members) == 0 {
+		return nil, err
+	}
+	ids := make([]int64, 0, len(members))
+	exists := make([]*redis.IntCmd, 0, len(members))
+	if _, err := l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, m := range members {
+			if id, err := strconv.ParseInt(m, 10, 64); err == nil {
+				ids = append(ids, id)
+				exists = append(exists, p.Exists(ctx, keysOf(id).sale))
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []int64
+	for i, id := range ids {
+		if exists[i].Val() == 0 {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // Bounds of the retries of a load at start.

@@ -3,6 +3,7 @@ package async_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -110,4 +111,29 @@ func TestLoadThatDiesAtItsLastStep(t *testing.T) {
 			f.judge(vid, 3, admitted)
 		})
 	}
+}
+
+// TestStrandedVoucherLoadedAtStart: a load that died at its last step left its voucher
+// registered without a sale hash, and no order came after it (its sale ended). No admission
+// loads it again, and an instance's start loaded only the vouchers on sale: each writer kept a
+// loop reading its stream for ever (a sale without a sale hash never reads as finished), and
+// it was never retired (a retirement needs the sale hash), every lookup asking its orders
+// hash. The start now also loads the registered vouchers Redis holds no sale hash of; once
+// loaded, an ended sale is retired as any other.
+func TestStrandedVoucherLoadedAtStart(t *testing.T) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		ctx := context.Background()
+		vid := f.voucherAt(3, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+		sale, users, _, _, _ := async.KeysOf(vid)
+		dies := async.NewLoader(f.hookedClient(&atLoadScript{users: users}), f.store, quiet)
+		require.ErrorIs(t, dies.Load(ctx, vid), errInjected)
+		require.True(t, f.registered(vid), "registered without a sale hash")
+
+		require.NoError(t, f.loader.LoadOnSale(ctx, time.Now()))
+		require.Equal(t, int64(1), f.rdb.Exists(ctx, sale).Val(), "loaded at start")
+		c.advance(pastRetention)
+		retired, err := async.Retire(ctx, f.idleWriter(), vid)
+		require.NoError(t, err)
+		assert.True(t, retired, "retired once loaded")
+	})
 }
