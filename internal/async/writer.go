@@ -396,7 +396,7 @@ func (w *Writer) loop(voucherID int64) {
 				return
 			}
 			if strings.HasPrefix(err.Error(), "NOGROUP") {
-				groupReady = false // Redis lost the stream or the group (a restart): create it again
+				groupReady = false // Redis lost the stream or the group (a restart), or a retirement deleted it: see ensureGroup
 				continue
 			}
 			w.log.Warn("writer: read stream", "voucher_id", voucherID, "err", err)
