@@ -21,7 +21,7 @@ const (
 	// MetricOldestAge is the age of the oldest entry not yet written.
 	MetricOldestAge = "seckill_async_oldest_pending_seconds"
 	// MetricRetried counts the batches left pending to be tried again, by cause
-	// (RetryUnreachable, RetryTransient).
+	// (RetryUnreachable, RetryDatabaseState, RetryTransient).
 	MetricRetried = "seckill_async_batches_retried_total"
 )
 
@@ -29,8 +29,14 @@ const (
 const (
 	// RetryUnreachable: the database did not answer a ping.
 	RetryUnreachable = "database_unreachable"
-	// RetryTransient: the database answered, with an error of its state or a wait, not a
-	// refusal of the orders (database.IsTransient).
+	// RetryDatabaseState: the database answered with an error of its state, refusing every
+	// write whatever the rows (database.IsServerState: read-only, out of connections, shutting
+	// down, a statement killed or timed out, a full disk). /readyz reports it once it lasts.
+	RetryDatabaseState = "database_state"
+	// RetryTransient: the database answered with a wait it gave up or a connection it lost
+	// (database.IsTransient, not of its state): the voucher's row held by another
+	// transaction, a deadlock, the batch's deadline. Of one voucher, not of the service:
+	// counted here and in the oldest pending age, not in /readyz.
 	RetryTransient = "transient"
 )
 
@@ -74,6 +80,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried)
 	m.retried.WithLabelValues(RetryUnreachable)
+	m.retried.WithLabelValues(RetryDatabaseState)
 	m.retried.WithLabelValues(RetryTransient)
 	for _, r := range []string{resultAdmitted, order.ResultAlreadyOrdered, order.ResultSoldOut, order.ResultSaleNotActive, resultNotFound, order.ResultError} {
 		m.admissions.WithLabelValues(r)

@@ -84,20 +84,11 @@ func TestBatchRetriedForEverIsReported(t *testing.T) {
 
 			var readOnly atomic.Bool
 			readOnly.Store(true)
-			require.NoError(t, f.db.Callback().Raw().Before("gorm:raw").Register("test:read_only_for_ever", func(tx *gorm.DB) {
-				if readOnly.Load() && strings.HasPrefix(tx.Statement.SQL.String(), "UPDATE seckill_vouchers SET stock = stock WHERE") {
-					_ = tx.AddError(&mysqldriver.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"})
-				}
-			}))
-			metrics := async.NewMetrics(prometheus.NewRegistry())
-			cfg := f.cfg
-			cfg.Consumer = "w"
-			w := async.NewWriter(f.rdb, f.store, metrics, quiet, cfg)
-			w.Start()
-			t.Cleanup(func() { stopped(t, w) })
+			w, metrics := rowTakeFailing(t, f, &readOnly,
+				&mysqldriver.MySQLError{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"})
 
 			f.eventually("Ready fails while the batches keep failing", func() bool { return w.Ready(ctx) != nil })
-			assert.Positive(t, metrics.Retried("transient"), "the retries counted")
+			assert.Positive(t, metrics.Retried(async.RetryDatabaseState), "the retries counted")
 			assert.Equal(t, int64(2), f.backlog(vid), "the orders still pending")
 			n, err := f.statuses.DeadLettered(ctx, vid)
 			require.NoError(t, err)
@@ -109,4 +100,62 @@ func TestBatchRetriedForEverIsReported(t *testing.T) {
 			f.judge(vid, 3, admitted)
 		})
 	}
+}
+
+// TestRowWaitIsNotUnready: a voucher's batches keep failing because the database gave up
+// waiting for its row (InnoDB's lock wait timeout, 1205: another transaction holds the row, an
+// operator's session left open, say). That is one voucher's trouble, not the service's: Ready
+// failed for it (on every instance, whose writers all meet the same row), which takes every
+// instance out of service, for every voucher, for one row. It is counted (cause transient)
+// and shows in the oldest pending age; Ready passes, and the orders are written once the row
+// is free.
+func TestRowWaitIsNotUnready(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			bound := 300 * time.Millisecond
+			f := newFixture(t, s, async.Config{MaxAttempts: 2, DBDownBound: bound})
+			ctx := context.Background()
+			vid := f.voucher(3)
+			require.NoError(t, f.loader.Load(ctx, vid))
+			admitted := f.place(vid, 1, 2)
+
+			var held atomic.Bool
+			held.Store(true)
+			w, metrics := rowTakeFailing(t, f, &held,
+				&mysqldriver.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded; try restarting transaction"})
+
+			// Retries keep coming for longer than the bound: the first one, then one that
+			// began after the bound had passed since it.
+			f.eventually("a first retry", func() bool { return metrics.Retried(async.RetryTransient) > 0 })
+			first, n := time.Now(), metrics.Retried(async.RetryTransient)
+			f.eventually("a retry past the bound", func() bool {
+				return time.Since(first) > 2*bound && metrics.Retried(async.RetryTransient) > n+1
+			})
+			assert.NoError(t, w.Ready(ctx), "one voucher's row wait takes the instance out of service")
+			assert.Zero(t, metrics.Retried(async.RetryDatabaseState), "no error of the database's state")
+			assert.Equal(t, int64(2), f.backlog(vid), "the orders still pending")
+
+			held.Store(false)
+			f.eventually("the orders written once the row is free", func() bool { return f.backlog(vid) == 0 })
+			f.judge(vid, 3, admitted)
+		})
+	}
+}
+
+// rowTakeFailing starts writer "w", with metrics of its own, on f, whose batches' take of the
+// voucher's row fails with err while failing holds.
+func rowTakeFailing(t *testing.T, f *fixture, failing *atomic.Bool, err error) (*async.Writer, *async.Metrics) {
+	t.Helper()
+	require.NoError(t, f.db.Callback().Raw().Before("gorm:raw").Register("test:row_take_failing", func(tx *gorm.DB) {
+		if failing.Load() && strings.HasPrefix(tx.Statement.SQL.String(), "UPDATE seckill_vouchers SET stock = stock WHERE") {
+			_ = tx.AddError(err)
+		}
+	}))
+	metrics := async.NewMetrics(prometheus.NewRegistry())
+	cfg := f.cfg
+	cfg.Consumer = "w"
+	w := async.NewWriter(f.rdb, f.store, metrics, quiet, cfg)
+	w.Start()
+	t.Cleanup(func() { stopped(t, w) })
+	return w, metrics
 }

@@ -66,11 +66,12 @@ type Writer struct {
 	// (putBackLeft).
 	left    map[int64]uint64
 	leftSeq uint64
-	// failing holds, for each voucher whose batches have failed with an error that says
-	// nothing against the orders (database.IsTransient) while the database answers, since
-	// when they have: retried for as long as that lasts, as no such error is a refusal of the
-	// orders, and reported by Ready past DBDownBound. A batch of the voucher that commits
-	// ends it. failMu guards it (not mu, which Stop holds across Redis calls).
+	// failing holds, for each voucher whose batches have failed with an error of the
+	// database's state (database.IsServerState: read-only, out of connections, shutting down)
+	// while the database answers pings, since when they have: retried for as long as that
+	// lasts, as no such error is a refusal of the orders, and reported by Ready past
+	// DBDownBound. A batch of the voucher that commits, or that fails otherwise (a wait: the
+	// database took the write), ends it. failMu guards it (not mu, which Stop holds across Redis calls).
 	failMu  sync.Mutex
 	failing map[int64]time.Time
 
@@ -149,9 +150,11 @@ func (w *Writer) Stop(ctx context.Context) error {
 func (w *Writer) StopTimeout() time.Duration { return StopTimeout(w.cfg.ClaimIdle) }
 
 // Ready fails when the writer has not reached the database for longer than DBDownBound, or
-// when a voucher's batches have failed for longer than that with errors that say nothing
-// against the orders (the database read-only, out of connections, a row held): its orders
-// stay pending and are retried, never given up, for as long as that lasts.
+// when a voucher's batches have failed for longer than that with errors of the database's
+// state (read-only, out of connections, shutting down): its orders stay pending and are
+// retried, never given up, for as long as that lasts. A wait the database gave up (a row
+// another transaction holds, a deadlock) is one voucher's, not the service's: it is counted
+// (MetricRetried, cause transient) and shows in the oldest pending age, not here.
 func (w *Writer) Ready(context.Context) error {
 	if since := w.dbDownSince.Load(); since != 0 {
 		if d := time.Since(time.Unix(0, since)); d > w.cfg.DBDownBound {
@@ -162,7 +165,7 @@ func (w *Writer) Ready(context.Context) error {
 	defer w.failMu.Unlock()
 	for id, since := range w.failing {
 		if d := time.Since(since); d > w.cfg.DBDownBound {
-			return fmt.Errorf("the order writer's batches of voucher %d have failed for %s (bound %s), the database answering; retried", id, d.Round(time.Second), w.cfg.DBDownBound)
+			return fmt.Errorf("the order writer's batches of voucher %d have failed for %s (bound %s), the database refusing every write; retried", id, d.Round(time.Second), w.cfg.DBDownBound)
 		}
 	}
 	return nil
@@ -713,8 +716,17 @@ func (w *Writer) notRefused(ctx context.Context, voucherID int64, n int, err err
 		w.dbDown()
 		w.metrics.retried.WithLabelValues(RetryUnreachable).Inc()
 		w.log.Warn("writer: database unreachable; the batch stays pending", "voucher_id", voucherID, "entries", n, "err", err)
-	case database.IsTransient(err):
+	case database.IsServerState(err):
 		w.batchFailing(voucherID)
+		w.metrics.retried.WithLabelValues(RetryDatabaseState).Inc()
+		w.log.Warn("writer: the database refuses every write for now (read-only, out of connections, shutting down); the batch stays pending",
+			"voucher_id", voucherID, "entries", n, "err", err)
+	case database.IsTransient(err):
+		// A wait given up (the voucher's row held, a deadlock, the batch's deadline) is of
+		// this voucher, not of the service: not in Ready, which would take every instance
+		// out of service for one row another transaction holds. It also ends a run of errors
+		// of the database's state: the database took the write far enough to wait.
+		w.endFailing(voucherID)
 		w.metrics.retried.WithLabelValues(RetryTransient).Inc()
 		w.log.Warn("writer: the database gave up on the batch, not on its orders (a lock wait, a lost connection); it stays pending",
 			"voucher_id", voucherID, "entries", n, "err", err)

@@ -326,6 +326,13 @@ var serverStateErrors = map[uint16]bool{
 	3024: true, // MySQL's ER_QUERY_TIMEOUT: max_execution_time
 }
 
+// IsServerState reports whether err is one of serverStateErrors: the server refuses every
+// write, or every new connection, for a while, whatever the statement and whatever the rows.
+func IsServerState(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && serverStateErrors[me.Number]
+}
+
 // IsDeadlock reports whether err is MySQL's error 1213: InnoDB chose this transaction as the
 // victim of a deadlock and rolled it back.
 func IsDeadlock(err error) bool {
