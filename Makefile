@@ -126,7 +126,7 @@ capacity:
 
 ## scaling: both order modes against instances (1-4) and connections (16-512) with GET /healthz as the
 ## machine's limit, the DB baseline, async p99 at 80% of its ceiling, a 5-minute sale's memory, and the
-## chart docs/loadtest-scaling.svg (~13 min; SALE=0 skips the sale; docs/loadtest.md#scaling)
+## chart docs/loadtest-scaling.svg (9–13 min; SALE=0 skips the sale; docs/loadtest.md#scaling)
 .PHONY: scaling
 scaling:
 	scripts/scaling.sh
