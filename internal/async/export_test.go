@@ -102,3 +102,23 @@ const RegistryKey = registryKey
 
 // LeavingKey is the key of the vouchers a retirement is taking out of the registry.
 const LeavingKey = leavingKey
+
+// SetLeftoverAfter sets how long a voucher stays among those leaving the registry before w's
+// discovery settles it as a retirement's leftover.
+func SetLeftoverAfter(w *Writer, d time.Duration) { w.leftoverAfter = d }
+
+// Running reports whether w has a loop reading voucherID's stream.
+func Running(w *Writer, voucherID int64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.running[voucherID]
+}
+
+// Stranded is the gauge of stranded vouchers (MetricStranded), for the tests.
+func (m *Metrics) Stranded() float64 {
+	var d dto.Metric
+	if err := m.stranded.Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetGauge().GetValue()
+}

@@ -159,8 +159,9 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 	// found by no lookup (404). Registered only after the creation, an order admitted in
 	// between answered 404, and a registration that failed left every order of the sale
 	// unwritten, as no admission loads a voucher whose sale hash exists. The registration
-	// after the creation stays: a retirement that took the voucher out of the registry
-	// meanwhile forgets a voucher without a sale hash (putBackLeft).
+	// after the creation stays: one SADD, it registers the voucher whatever a retirement
+	// did to the registry meanwhile (its put-back, and putBackLeft, put back a voucher
+	// without a sale hash too).
 	if err := l.register(ctx, voucherID); err != nil {
 		return fmt.Errorf("load voucher %d: %w", voucherID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,6 +114,18 @@ func TestLoadThatDiesAtItsLastStep(t *testing.T) {
 	}
 }
 
+// strandedVoucher is a voucher whose sale ended an hour ago, registered without a sale hash by
+// a load that failed at its last step.
+func (f *fixture) strandedVoucher() int64 {
+	f.t.Helper()
+	vid := f.voucherAt(3, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+	_, users, _, _, _ := async.KeysOf(vid)
+	dies := async.NewLoader(f.hookedClient(&atLoadScript{users: users}), f.store, quiet)
+	require.ErrorIs(f.t, dies.Load(context.Background(), vid), errInjected)
+	require.True(f.t, f.registered(vid), "registered without a sale hash")
+	return vid
+}
+
 // TestStrandedVoucherLoadedAtStart: a load that died at its last step left its voucher
 // registered without a sale hash, and no order came after it (its sale ended). No admission
 // loads it again, and an instance's start loaded only the vouchers on sale: each writer kept a
@@ -123,11 +136,8 @@ func TestLoadThatDiesAtItsLastStep(t *testing.T) {
 func TestStrandedVoucherLoadedAtStart(t *testing.T) {
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
-		vid := f.voucherAt(3, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-		sale, users, _, _, _ := async.KeysOf(vid)
-		dies := async.NewLoader(f.hookedClient(&atLoadScript{users: users}), f.store, quiet)
-		require.ErrorIs(t, dies.Load(ctx, vid), errInjected)
-		require.True(t, f.registered(vid), "registered without a sale hash")
+		vid := f.strandedVoucher()
+		sale, _, _, _, _ := async.KeysOf(vid)
 
 		require.NoError(t, f.loader.LoadOnSale(ctx, time.Now()))
 		require.Equal(t, int64(1), f.rdb.Exists(ctx, sale).Val(), "loaded at start")
@@ -135,5 +145,29 @@ func TestStrandedVoucherLoadedAtStart(t *testing.T) {
 		retired, err := async.Retire(ctx, f.idleWriter(), vid)
 		require.NoError(t, err)
 		assert.True(t, retired, "retired once loaded")
+	})
+}
+
+// TestStrandedVoucherHasNoLoop: a load that failed after it registered a voucher whose sale
+// is over leaves it registered without a sale hash, which no order loads again and only an
+// instance's start does. Meanwhile every writer's discovery started a loop for it, which read
+// its empty stream for ever, as a voucher without a sale hash never read as finished. A
+// discovery now starts none, counts the voucher in MetricStranded and logs it; once loaded, it
+// is counted no more.
+func TestStrandedVoucherHasNoLoop(t *testing.T) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		ctx := context.Background()
+		vid := f.strandedVoucher()
+
+		m := async.NewMetrics(prometheus.NewRegistry())
+		w := async.NewWriter(f.rdb, f.store, m, quiet, f.cfg)
+		t.Cleanup(func() { stopped(t, w) })
+		async.Discover(w)
+		assert.False(t, async.Running(w, vid), "no loop reads the stranded voucher's empty stream")
+		assert.Equal(t, 1.0, m.Stranded(), "counted stranded")
+
+		require.NoError(t, f.loader.LoadOnSale(ctx, time.Now()))
+		async.Discover(w)
+		assert.Zero(t, m.Stranded(), "loaded: no longer stranded")
 	})
 }

@@ -23,6 +23,10 @@ const (
 	// MetricRetried counts the batches left pending to be tried again, by cause
 	// (RetryUnreachable, RetryDatabaseState, RetryTransient).
 	MetricRetried = "seckill_async_batches_retried_total"
+	// MetricStranded is the registered vouchers without a sale hash and with an empty stream,
+	// as the writer's last discovery found them: no loop reads them, and only an instance's
+	// start loads them once their sale is over.
+	MetricStranded = "seckill_async_stranded_vouchers"
 )
 
 // Causes of a batch left pending to be tried again (MetricRetried's label "cause").
@@ -56,6 +60,7 @@ type Metrics struct {
 	backlog      prometheus.Gauge
 	oldest       prometheus.Gauge
 	retried      *prometheus.CounterVec
+	stranded     prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -77,8 +82,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Age in seconds of the oldest order admitted and not yet written; 0 when none."}),
 		retried: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricRetried,
 			Help: "Batches the writer left pending to try again, by cause: the database unreachable, or an error that says nothing against the orders."}, []string{"cause"}),
+		stranded: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricStranded,
+			Help: "Registered vouchers without a sale hash and with an empty stream (a load that failed after registering them), as the writer's last discovery found them."}),
 	}
-	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried)
+	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried, m.stranded)
 	m.retried.WithLabelValues(RetryUnreachable)
 	m.retried.WithLabelValues(RetryDatabaseState)
 	m.retried.WithLabelValues(RetryTransient)

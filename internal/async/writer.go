@@ -37,6 +37,10 @@ const (
 	retryBackoff = 200 * time.Millisecond
 	// redisCallTimeout bounds the writer's Redis calls other than the blocking read.
 	redisCallTimeout = 2 * time.Second
+	// leftoverAfter is how long a voucher stays among those leaving the registry before a
+	// discovery settles it as a retirement's leftover (see leftovers): ten times the deadline
+	// of the retirement's last step, which settles it itself unless it stopped.
+	leftoverAfter = 10 * redisCallTimeout
 	// pingTimeout bounds the database ping that tells an unreachable database from an order
 	// the database refused, or from a wait for a row: it runs after its batch's deadline (see
 	// unreachable), so that a batch that fails takes at most its deadline and this, within
@@ -66,6 +70,14 @@ type Writer struct {
 	// (putBackLeft).
 	left    map[int64]uint64
 	leftSeq uint64
+	// leavingSeen is since when each voucher among those leaving the registry has been seen
+	// there by this writer's discoveries (leftovers); leftoverAfter is how long before one is
+	// taken for a leftover. Only discovery touches them.
+	leavingSeen   map[int64]time.Time
+	leftoverAfter time.Duration
+	// stranded holds the vouchers the last discovery found stranded (voucherState.stranded).
+	// Only discovery touches it.
+	stranded map[int64]bool
 	// failing holds, for each voucher whose batches have failed with an error of the
 	// database's state (database.IsServerState: read-only, out of connections, shutting down)
 	// while the database answers pings, since when they have: retried for as long as that
@@ -93,7 +105,8 @@ func NewWriter(rdb redis.UniversalClient, store *Store, metrics *Metrics, log *s
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Writer{rdb: rdb, store: store, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
-		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[int64]uint64{}, failing: map[int64]time.Time{}}
+		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[int64]uint64{}, failing: map[int64]time.Time{},
+		leftoverAfter: leftoverAfter}
 }
 
 // Consumer is the writer's name in the consumer group.
@@ -193,13 +206,14 @@ func (w *Writer) dbUp() { w.dbDownSince.Store(0) }
 func (w *Writer) dbDown() { w.dbDownSince.CompareAndSwap(0, time.Now().UnixNano()) }
 
 // discover starts a loop for every loaded voucher that has none and whose sale is not
-// finished, and hands the finished vouchers past Config.Retention to retire. Its Redis work is
-// one SMEMBERS and one pipeline, whatever the number of vouchers: the registry holds the
+// finished, and hands the finished vouchers past Config.Retention to retire; first it settles
+// the vouchers a retirement left leaving the registry (leftovers, putBackLeft). Its Redis work
+// is two SMEMBERS and one pipeline, whatever the number of vouchers: the registry holds the
 // vouchers of recent sales only (the retired ones left it), and their states are read in one
 // round trip, so that the loop neither runs out of its timeout nor starts loops for old
 // vouchers as the vouchers grow.
 func (w *Writer) discover() {
-	w.putBackLeft()
+	w.putBackLeft(w.leftovers())
 	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
 	defer cancel()
 	ids, err := w.rdb.SMembers(ctx, registryKey).Result()
@@ -225,6 +239,7 @@ func (w *Writer) discover() {
 		return
 	}
 	now := w.cfg.Now()
+	w.strandedSeen(idle, states)
 	var old []int64
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -251,21 +266,31 @@ func (w *Writer) discover() {
 
 // voucherState is what discover reads of a voucher: its sale's end and its stream's length.
 type voucherState struct {
-	end     time.Time
-	hasEnd  bool // false: no sale hash (a load may be under way)
+	end    time.Time
+	hasEnd bool
+	// noSale: Redis answered that the voucher has no sale hash (a load under way, or one
+	// that failed after it registered the voucher); false with hasEnd false is unknown.
+	noSale  bool
 	backlog int64
 }
 
-// finished reports whether the sale ended over finishedAfter ago and the stream holds
-// nothing: its loop may end (an entry that still comes, which nothing admits after the end,
-// starts it again at the next discovery).
+// finished reports whether the stream holds nothing and the sale ended over finishedAfter ago,
+// or has no sale hash: its loop may end (an entry that still comes, which nothing admits after
+// the end or without a sale hash, starts it again at the next discovery, as does the creation
+// of the sale hash).
 func (s voucherState) finished(now time.Time) bool {
-	return s.hasEnd && now.Sub(s.end) >= finishedAfter && s.backlog == 0
+	return s.backlog == 0 && (s.noSale || s.hasEnd && now.Sub(s.end) >= finishedAfter)
 }
+
+// stranded reports whether the voucher is registered with no sale hash and nothing in its
+// stream: a load that failed after it registered the voucher left it so. While its sale is on,
+// the next order's load creates the sale hash; once it is over, only an instance's start loads
+// it (Loader.LoadOnSale), and nothing retires it meanwhile.
+func (s voucherState) stranded() bool { return s.noSale && s.backlog == 0 }
 
 // retirable reports whether a finished voucher's keys have outlived retention.
 func (s voucherState) retirable(now time.Time, retention time.Duration) bool {
-	return s.finished(now) && now.Sub(s.end) >= retention
+	return s.finished(now) && s.hasEnd && now.Sub(s.end) >= retention
 }
 
 // states reads the state of each of ids in one pipeline.
@@ -294,8 +319,12 @@ func (w *Writer) states(ctx context.Context, ids []int64) ([]voucherState, error
 	// the other vouchers are read.
 	out := make([]voucherState, len(ids))
 	for i := range ids {
-		if end, err := ends[i].Int64(); err == nil {
+		end, err := ends[i].Int64()
+		switch {
+		case err == nil:
 			out[i].end, out[i].hasEnd = time.UnixMilli(end), true
+		case errors.Is(err, redis.Nil):
+			out[i].noSale = true
 		}
 		if n, err := lens[i].Result(); err == nil {
 			out[i].backlog = n
@@ -304,6 +333,24 @@ func (w *Writer) states(ctx context.Context, ids []int64) ([]voucherState, error
 		}
 	}
 	return out, nil
+}
+
+// strandedSeen sets MetricStranded to the stranded vouchers among ids (of states), and logs
+// each the first round it is found so. Only discovery calls it.
+func (w *Writer) strandedSeen(ids []int64, states []voucherState) {
+	now := make(map[int64]bool)
+	for i, id := range ids {
+		if !states[i].stranded() {
+			continue
+		}
+		now[id] = true
+		if !w.stranded[id] {
+			w.log.Warn("writer: registered voucher without a sale hash, its stream empty: no loop reads it, and only an instance's start loads it once its sale is over",
+				"voucher_id", id)
+		}
+	}
+	w.stranded = now
+	w.metrics.stranded.Set(float64(len(now)))
 }
 
 // refresh sets the gauges and checks the database when no batch did lately.

@@ -1,0 +1,120 @@
+package async_test
+
+import (
+	"context"
+	"maps"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/order"
+)
+
+// leaving reports whether voucherID is among the vouchers leaving the registry.
+func (f *fixture) leaving(voucherID int64) bool {
+	f.t.Helper()
+	ok, err := f.rdb.SIsMember(context.Background(), async.LeavingKey, voucherID).Result()
+	require.NoError(f.t, err)
+	return ok
+}
+
+// TestLeftoverOfAStoppedRetirementIsSettled: a writer's retirement puts the voucher among
+// those leaving the registry, takes it out of the registry, and fails the steps after (the
+// check and the put-back), then the writer stops: it alone remembered the voucher, which stayed
+// among those leaving for ever, every lookup asking its orders hash, and a sale reopened
+// before its SREM stayed out of the registry, its orders never written. Another writer's
+// discovery now settles it: retired, it leaves the set; reopened, or its sale hash missing
+// (a reload may be creating it), it goes back into the registry first, and its orders are
+// written and found.
+func TestLeftoverOfAStoppedRetirementIsSettled(t *testing.T) {
+	cases := []struct {
+		name string
+		// at is what happens just before the retirement's SREM: "reopen", "delete" the sale
+		// hash, or nothing.
+		at string
+	}{
+		{name: "retired"},
+		{name: "reopened", at: "reopen"},
+		{name: "sale hash missing", at: "delete"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+				ctx := context.Background()
+				vid, bought := f.retiredSale(c)
+				var reopened map[int64]int64
+				at := func() {
+					switch tc.at {
+					case "reopen":
+						reopened = f.reopen(c, vid)
+					case "delete":
+						sale, _, _, _, _ := async.KeysOf(vid)
+						require.NoError(t, f.rdb.Del(ctx, sale).Err())
+					}
+				}
+				fail := &failing{cmds: map[string]int{"hexists": 1, "sadd": 1}, from: "srem"}
+				stoppedWriter := f.hookedWriter(&atCommand{cmd: "srem", do: at}, fail)
+				_, err := async.Retire(ctx, stoppedWriter, vid)
+				require.ErrorIs(t, err, errInjected)
+				require.False(t, f.registered(vid), "out of the registry after the failed steps")
+				require.True(t, f.leaving(vid), "among the vouchers leaving it")
+				// The writer stops here: it never runs another discovery.
+
+				other := f.idleWriter()
+				async.SetLeftoverAfter(other, 0)
+				async.Discover(other)
+				stopped(t, other)
+				assert.False(t, f.leaving(vid), "settled: no longer among the vouchers leaving the registry")
+				for id, u := range bought {
+					assert.Equal(t, order.StateCreated, f.state(u, id), "order %d, written before the retirement", id)
+				}
+				switch tc.at {
+				case "reopen":
+					for id, u := range reopened {
+						assert.Equal(t, order.StatePending, f.state(u, id), "order %d, admitted since the reopening", id)
+					}
+					f.readAgain(c, vid, bought, reopened)
+				case "delete":
+					assert.True(t, f.registered(vid), "without a sale hash: back in the registry, for the reload to find")
+				default:
+					assert.False(t, f.registered(vid), "retired: out of the registry")
+				}
+			})
+		})
+	}
+}
+
+// TestRetirementUnderWayIsNoLeftover: a voucher a retirement has just put among those leaving
+// the registry is not settled by another writer's discovery before leftoverAfter: taken out of
+// the set between that retirement's SREM and its put-back, a sale reopened before the SREM
+// would answer 404 for its orders. The retirement then settles it itself.
+func TestRetirementUnderWayIsNoLeftover(t *testing.T) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		vid, bought := f.retiredSale(c)
+		var reopened map[int64]int64
+		// Another writer on the real clock: the sale is not over for it, so that its
+		// discovery retires nothing itself.
+		cfg := f.cfg
+		cfg.Now = nil
+		other := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+		discovered := false
+		w := f.hookedWriter(&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }},
+			&atCommand{cmd: "hexists", do: func() {
+				async.Discover(other)
+				discovered = true
+				assert.True(t, f.leaving(vid), "still among the vouchers leaving the registry")
+				for id, u := range reopened {
+					assert.Equal(t, order.StatePending, f.state(u, id), "order %d, admitted since the reopening", id)
+				}
+			}})
+		retired, err := async.Retire(context.Background(), w, vid)
+		require.NoError(t, err)
+		require.True(t, discovered)
+		assert.False(t, retired, "reopened")
+		stopped(t, other)
+		f.readAgain(c, vid, bought, maps.Clone(reopened))
+	})
+}
