@@ -133,6 +133,17 @@ func (l *Loader) load(ctx context.Context, d *loadDeadline, voucherID int64) err
 		d.progress(len(ids))
 		return nil
 	})
+	if errors.Is(err, voucher.ErrNotFound) {
+		// No such voucher: no load comes after this one to reuse the token, and the orders
+		// hash that holds it, of a voucher that does not exist, would stay for ever, one per
+		// id anyone orders. Deleting it can only fail a load that shares it (ErrLoadLost): a
+		// voucher created since is loaded by the next.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
+		defer cancel()
+		if derr := l.rdb.HDel(cctx, k.orders, "load").Err(); derr != nil {
+			l.log.Warn("load of a voucher that does not exist: its token left in redis", "voucher_id", voucherID, "err", derr)
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/internal/voucher"
 )
 
 // TestLoadThatLostTheRaceRestoresNoReleasedUser: two instances reload one voucher at once
@@ -92,6 +93,25 @@ func TestStaleLoadAfterTheSaleHashWasDeletedAgain(t *testing.T) {
 			f.writer("w", nil)
 			f.eventually("the orders written", func() bool { return len(f.rows(vid)) == 2 })
 			f.judge(vid, 3, admitted)
+		})
+	}
+}
+
+// TestOrderOfNoVoucherLeavesNoKey: an order of a voucher the database does not have (a made-up
+// id, or one of no seckill) is answered not found, and leaves nothing in Redis. Its load read
+// the books in Redis, which set the orders hash's field 'load' (the load's token, kept for the
+// next load when one fails), before the database answered that there is no such voucher: the
+// orders hash of a voucher that does not exist stayed for ever, one key per id anyone ordered.
+func TestOrderOfNoVoucherLeavesNoKey(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f := newFixture(t, s, async.Config{})
+			ctx := context.Background()
+			const none = int64(987654321)
+			_, err := f.svc.Place(ctx, 1, none)
+			require.ErrorIs(t, err, voucher.ErrNotFound)
+			sale, users, orders, stream, dead := async.KeysOf(none)
+			assert.Zero(t, f.rdb.Exists(ctx, sale, users, orders, stream, dead).Val(), "no key of the voucher that does not exist")
 		})
 	}
 }
