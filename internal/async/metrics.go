@@ -34,12 +34,13 @@ const (
 	// RetryUnreachable: the database did not answer a ping.
 	RetryUnreachable = "database_unreachable"
 	// RetryDatabaseState: the database answered with an error of its state, refusing every
-	// write whatever the rows (database.IsServerState: read-only, out of connections, shutting
-	// down, a statement killed or timed out, a full disk). /readyz reports it once it lasts.
+	// write whatever the rows (database.RefusesEveryWrite: read-only, out of connections,
+	// shutting down, a full disk or table). /readyz reports it once it lasts.
 	RetryDatabaseState = "database_state"
-	// RetryTransient: the database answered with a wait it gave up or a connection it lost
-	// (database.IsTransient, not of its state): the voucher's row held by another
-	// transaction, a deadlock, the batch's deadline. Of one voucher, not of the service:
+	// RetryTransient: the database answered with a wait it gave up, a statement it ended or a
+	// connection it lost (database.IsTransient, not RefusesEveryWrite): the voucher's row held
+	// by another transaction, a deadlock, the batch's deadline, a statement killed or past the
+	// server's time limit. Of one voucher, not of the service:
 	// counted here and in the oldest pending age, not in /readyz.
 	RetryTransient = "transient"
 )

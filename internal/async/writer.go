@@ -79,7 +79,7 @@ type Writer struct {
 	// Only discovery touches it.
 	stranded map[int64]bool
 	// failing holds, for each voucher whose batches have failed with an error of the
-	// database's state (database.IsServerState: read-only, out of connections, shutting down)
+	// database's state (database.RefusesEveryWrite: read-only, out of connections, shutting down)
 	// while the database answers pings, since when they have: retried for as long as that
 	// lasts, as no such error is a refusal of the orders, and reported by Ready past
 	// DBDownBound. A batch of the voucher that commits, or that fails otherwise (a wait: the
@@ -763,7 +763,7 @@ func (w *Writer) notRefused(ctx context.Context, voucherID int64, n int, err err
 		w.dbDown()
 		w.metrics.retried.WithLabelValues(RetryUnreachable).Inc()
 		w.log.Warn("writer: database unreachable; the batch stays pending", "voucher_id", voucherID, "entries", n, "err", err)
-	case database.IsServerState(err):
+	case database.RefusesEveryWrite(err):
 		w.batchFailing(voucherID)
 		w.metrics.retried.WithLabelValues(RetryDatabaseState).Inc()
 		w.log.Warn("writer: the database refuses every write for now (read-only, out of connections, shutting down); the batch stays pending",

@@ -326,11 +326,18 @@ var serverStateErrors = map[uint16]bool{
 	3024: true, // MySQL's ER_QUERY_TIMEOUT: max_execution_time
 }
 
-// IsServerState reports whether err is one of serverStateErrors: the server refuses every
-// write, or every new connection, for a while, whatever the statement and whatever the rows.
-func IsServerState(err error) bool {
+// refusingEveryWrite are the serverStateErrors that refuse every write, or every new
+// connection, whatever the statement and whatever the rows it waits for: not a statement
+// killed (1317, 1927) or past a time limit (1969, 3024), which a wait for one row another
+// transaction holds ends in too when an operator set such a limit below the lock wait.
+var refusingEveryWrite = map[uint16]bool{1021: true, 1040: true, 1053: true, 1114: true, 1203: true, 1290: true, 1836: true}
+
+// RefusesEveryWrite reports whether err says the server refuses every write, or every new
+// connection, for a while: read-only (a failover), out of connections, shutting down, a full
+// disk or table.
+func RefusesEveryWrite(err error) bool {
 	var me *mysqldriver.MySQLError
-	return errors.As(err, &me) && serverStateErrors[me.Number]
+	return errors.As(err, &me) && refusingEveryWrite[me.Number]
 }
 
 // IsDeadlock reports whether err is MySQL's error 1213: InnoDB chose this transaction as the
