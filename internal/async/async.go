@@ -14,6 +14,7 @@ package async
 import (
 	"errors"
 	"strconv"
+	"strings"
 )
 
 // ErrNotLoaded is returned by Service.Place's script when the voucher's sale hash is missing
@@ -34,8 +35,23 @@ const registryKey = "seckill:async:vouchers"
 // before the SREM until it is settled (back in the registry when its sale was reopened, or
 // retired), so that a lookup, which reads both sets in one SUNION, never misses the orders of
 // a sale reopened meanwhile. Its hash tag is the registry's name, which Redis Cluster hashes
-// whole (it has no tag): the two sets share a slot, and SUNION runs there.
+// whole (it has no tag): the two sets share a slot, and SUNION runs there. Each retirement
+// adds a member of its own (leavingMember): every instance's discovery retires a finished
+// voucher, and one retirement that settled must not take the voucher out of the set while
+// another is between its SREM and its put-back.
 const leavingKey = "{seckill:async:vouchers}:leaving"
+
+// leavingMember is a retirement's member of leavingKey: its voucher's id, a colon and the
+// retirement's own token.
+func leavingMember(voucherID int64, token string) string {
+	return strconv.FormatInt(voucherID, 10) + ":" + token
+}
+
+// leavingVoucher is the voucher of a member of leavingKey or of the registry (a bare id).
+func leavingVoucher(member string) (int64, error) {
+	id, _, _ := strings.Cut(member, ":")
+	return strconv.ParseInt(id, 10, 64)
+}
 
 // keys are the Redis keys of one voucher, all in its hash slot.
 type keys struct {

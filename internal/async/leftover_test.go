@@ -3,7 +3,10 @@ package async_test
 import (
 	"context"
 	"maps"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -13,12 +16,26 @@ import (
 	"github.com/seckill/seckill/internal/order"
 )
 
+// leavingMembers is the members of the set of vouchers leaving the registry that are
+// voucherID's, one per retirement (ID:token).
+func (f *fixture) leavingMembers(voucherID int64) []string {
+	f.t.Helper()
+	ms, err := f.rdb.SMembers(context.Background(), async.LeavingKey).Result()
+	require.NoError(f.t, err)
+	prefix := strconv.FormatInt(voucherID, 10) + ":"
+	var out []string
+	for _, m := range ms {
+		if strings.HasPrefix(m, prefix) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // leaving reports whether voucherID is among the vouchers leaving the registry.
 func (f *fixture) leaving(voucherID int64) bool {
 	f.t.Helper()
-	ok, err := f.rdb.SIsMember(context.Background(), async.LeavingKey, voucherID).Result()
-	require.NoError(f.t, err)
-	return ok
+	return len(f.leavingMembers(voucherID)) > 0
 }
 
 // TestLeftoverOfAStoppedRetirementIsSettled: a writer's retirement puts the voucher among
@@ -114,6 +131,56 @@ func TestRetirementUnderWayIsNoLeftover(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, discovered)
 		assert.False(t, retired, "reopened")
+		stopped(t, other)
+		f.readAgain(c, vid, bought, maps.Clone(reopened))
+	})
+}
+
+// TestLeftoverIsOneRetirementsMember: each retirement has a member of its own among those
+// leaving the registry (ID:token), and a leftover is one member seen there for
+// leftoverAfter, not a voucher: a voucher whose stopped retirement left a member long ago is
+// retired again (the sale reopened during it), and another writer's discovery, which settles
+// the old member between the new retirement's SREM and its put-back, leaves the new one, under
+// way, in the set, which keeps the reopened sale's orders found until that retirement settles
+// it itself.
+func TestLeftoverIsOneRetirementsMember(t *testing.T) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		ctx := context.Background()
+		vid, bought := f.retiredSale(c)
+		fail := &failing{cmds: map[string]int{"hexists": 1, "sadd": 1}, from: "srem"}
+		_, err := async.Retire(ctx, f.hookedWriter(fail), vid)
+		require.ErrorIs(t, err, errInjected)
+		old := f.leavingMembers(vid)
+		require.Len(t, old, 1, "the stopped retirement's member")
+
+		// Another writer sees the old member once; on its next round it has been there for
+		// leftoverAfter, and whatever it sees then for the first time has not.
+		other := f.idleWriter()
+		async.SetLeftoverAfter(other, time.Nanosecond)
+		async.Discover(other)
+		require.Equal(t, old, f.leavingMembers(vid), "seen once: no leftover yet")
+
+		var reopened map[int64]int64
+		settled := false
+		w := f.hookedWriter(&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }},
+			&atCommand{cmd: "hexists", do: func() {
+				under := f.leavingMembers(vid)
+				require.Len(t, under, 2, "the old member and the retirement's under way")
+				async.Discover(other)
+				settled = true
+				now := f.leavingMembers(vid)
+				assert.NotContains(t, now, old[0], "the leftover settled")
+				assert.Len(t, now, 1, "the retirement under way keeps its member")
+				for id, u := range reopened {
+					assert.Contains(t, []order.State{order.StatePending, order.StateCreated}, f.state(u, id),
+						"order %d, admitted since the reopening", id)
+				}
+			}})
+		retired, err := async.Retire(ctx, w, vid)
+		require.NoError(t, err)
+		require.True(t, settled)
+		assert.False(t, retired, "reopened")
+		assert.Empty(t, f.leavingMembers(vid), "the retirement settled its own member")
 		stopped(t, other)
 		f.readAgain(c, vid, bought, maps.Clone(reopened))
 	})

@@ -62,20 +62,28 @@ func (s *Statuses) InRedis(ctx context.Context, orderID int64) (PendingOrder, bo
 	// With the vouchers leaving the registry, in the same step: a sale reopened during its
 	// retirement is out of the registry for a moment, or until a discovery when the put-back
 	// failed, and its pending orders would read as none.
-	ids, err := s.rdb.SUnion(ctx, registryKey, leavingKey).Result()
+	members, err := s.rdb.SUnion(ctx, registryKey, leavingKey).Result()
 	if err != nil {
 		return PendingOrder{}, false, fmt.Errorf("lookup order: %w", err)
 	}
-	if len(ids) == 0 {
+	if len(members) == 0 {
 		return PendingOrder{}, false, nil
 	}
+	// A voucher may be there more than once: registered, and leaving for one retirement or
+	// more (leavingMember).
+	vouchers := make([]int64, 0, len(members))
+	seen := make(map[int64]bool, len(members))
+	for _, m := range members {
+		if id, err := leavingVoucher(m); err == nil && !seen[id] {
+			seen[id] = true
+			vouchers = append(vouchers, id)
+		}
+	}
 	field := strconv.FormatInt(orderID, 10)
-	cmds := make([]*redis.StringCmd, len(ids))
-	vouchers := make([]int64, len(ids))
+	cmds := make([]*redis.StringCmd, len(vouchers))
 	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			vouchers[i], _ = strconv.ParseInt(id, 10, 64)
-			cmds[i] = p.HGet(ctx, keysOf(vouchers[i]).orders, field)
+		for i, id := range vouchers {
+			cmds[i] = p.HGet(ctx, keysOf(id).orders, field)
 		}
 		return nil
 	})

@@ -357,3 +357,34 @@ func TestPutBackFailsAndDiscoveryPutsItBack(t *testing.T) {
 		})
 	}
 }
+
+// TestTwoRetirementsOfAReopenedSale: every instance's discovery retires a finished voucher,
+// so two writers retire it at once (one retires it, the other finds it retired already), and
+// the sale is reopened meanwhile. The first writer puts the reopened voucher back into the
+// registry and takes it out of the vouchers leaving it, while the second has marked it
+// leaving and not yet taken it out of the registry; the second's SREM then took the voucher
+// out of both sets, and a lookup of the order admitted since the reopening, pending, was
+// answered 404 until the second's put-back (until its next discovery when that failed).
+func TestTwoRetirementsOfAReopenedSale(t *testing.T) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		vid, bought := f.retiredSale(c)
+		var reopened map[int64]int64
+		first := f.hookedWriter(&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }})
+		lookUp := func() {
+			for id, u := range reopened {
+				assert.Equal(t, order.StatePending, f.state(u, id), "order %d, admitted since the reopening", id)
+			}
+		}
+		// The second has marked the voucher leaving; the first retires it whole before the
+		// second's SREM; a lookup comes before the second's put-back check.
+		second := f.hookedWriter(&atCommand{cmd: "srem", do: func() {
+			_, err := async.Retire(context.Background(), first, vid)
+			require.NoError(t, err)
+		}}, &atCommand{cmd: "hexists", do: lookUp})
+		_, err := async.Retire(context.Background(), second, vid)
+		require.NoError(t, err)
+		require.NotNil(t, reopened, "the sale was reopened during the first retirement")
+		lookUp()
+		f.readAgain(c, vid, bought, reopened)
+	})
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -100,16 +102,21 @@ func (w *Writer) retire(ctx context.Context, voucherID int64) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
 	defer cancel()
 	// Lookups read the leaving vouchers with the registry: a sale reopened meanwhile has its
-	// orders found while it is out of the registry, until it is settled.
-	if err := w.rdb.SAdd(ctx, leavingKey, voucherID).Err(); err != nil {
-		// Still registered: the next discovery retires it again (retireAlready).
+	// orders found while it is out of the registry, until it is settled. The member is this
+	// retirement's own: another writer's retirement of the voucher, settled, removes its own
+	// while this one may still be between its SREM and its put-back.
+	member := leavingMember(voucherID, strconv.FormatUint(rand.Uint64(), 36))
+	if err := w.rdb.SAdd(ctx, leavingKey, member).Err(); err != nil {
+		// Still registered: the next discovery retires it again (retireAlready). The SADD may
+		// have been applied (its reply lost): discovery takes the member out again.
+		w.leftRegistry(voucherID, member)
 		return false, fmt.Errorf("retire voucher %d: mark it leaving the registry: %w", voucherID, err)
 	}
 	// A failure from here on may leave a reopened sale out of the registry (an SREM whose reply
 	// was lost may have been applied): discovery checks the voucher again (putBackLeft), and
 	// takes it out of the leaving ones once settled.
 	if err := w.rdb.SRem(ctx, registryKey, voucherID).Err(); err != nil {
-		w.leftRegistry(voucherID)
+		w.leftRegistry(voucherID, member)
 		return false, fmt.Errorf("retire voucher %d: leave the registry: %w: %w", voucherID, errCheckedAgain, err)
 	}
 	marked, err := w.rdb.HExists(ctx, k.sale, "retired").Result()
@@ -117,12 +124,12 @@ func (w *Writer) retire(ctx context.Context, voucherID int64) (bool, error) {
 		// Reloaded meanwhile (or unknown): back into the registry, where discovery reads it.
 		// A voucher that was retired after all is retired again by a later discovery.
 		if err := w.rdb.SAdd(ctx, registryKey, voucherID).Err(); err != nil {
-			w.leftRegistry(voucherID)
+			w.leftRegistry(voucherID, member)
 			return false, fmt.Errorf("retire voucher %d: register the reloaded voucher again: %w: %w", voucherID, errCheckedAgain, err)
 		}
 	}
-	if err := w.rdb.SRem(ctx, leavingKey, voucherID).Err(); err != nil {
-		w.leftRegistry(voucherID)
+	if err := w.rdb.SRem(ctx, leavingKey, member).Err(); err != nil {
+		w.leftRegistry(voucherID, member)
 		return false, fmt.Errorf("retire voucher %d: settled, leave the leaving vouchers: %w: %w", voucherID, errCheckedAgain, err)
 	}
 	if !marked {

@@ -37,9 +37,9 @@ const (
 	retryBackoff = 200 * time.Millisecond
 	// redisCallTimeout bounds the writer's Redis calls other than the blocking read.
 	redisCallTimeout = 2 * time.Second
-	// leftoverAfter is how long a voucher stays among those leaving the registry before a
-	// discovery settles it as a retirement's leftover (see leftovers): ten times the deadline
-	// of the retirement's last step, which settles it itself unless it stopped.
+	// leftoverAfter is how long a retirement's member stays among those leaving the registry
+	// before a discovery settles it as a leftover (see leftovers): ten times the deadline of
+	// the retirement's last steps, which settle it themselves unless it stopped.
 	leftoverAfter = 10 * redisCallTimeout
 	// pingTimeout bounds the database ping that tells an unreachable database from an order
 	// the database refused, or from a wait for a row: it runs after its batch's deadline (see
@@ -65,15 +65,14 @@ type Writer struct {
 
 	mu      sync.Mutex
 	running map[int64]bool
-	// left holds the vouchers whose retirement failed after they may have left the registry,
-	// each with the number of its latest failure (leftSeq): discovery checks them again
-	// (putBackLeft).
-	left    map[int64]uint64
-	leftSeq uint64
-	// leavingSeen is since when each voucher among those leaving the registry has been seen
-	// there by this writer's discoveries (leftovers); leftoverAfter is how long before one is
-	// taken for a leftover. Only discovery touches them.
-	leavingSeen   map[int64]time.Time
+	// left holds the retirements that failed after their voucher may have left the registry,
+	// by their member of the leaving set (leavingMember), each with its voucher: discovery
+	// checks them again (putBackLeft).
+	left map[string]int64
+	// leavingSeen is since when each member of the set of vouchers leaving the registry
+	// (leavingMember) has been seen there by this writer's discoveries (leftovers);
+	// leftoverAfter is how long before one is taken for a leftover. Only discovery touches them.
+	leavingSeen   map[string]time.Time
 	leftoverAfter time.Duration
 	// stranded holds the vouchers the last discovery found stranded (voucherState.stranded).
 	// Only discovery touches it.
@@ -105,7 +104,7 @@ func NewWriter(rdb redis.UniversalClient, store *Store, metrics *Metrics, log *s
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Writer{rdb: rdb, store: store, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
-		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[int64]uint64{}, failing: map[int64]time.Time{},
+		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[string]int64{}, failing: map[int64]time.Time{},
 		leftoverAfter: leftoverAfter}
 }
 
