@@ -90,8 +90,11 @@ func TestLeftoverOfAStoppedRetirementIsSettled(t *testing.T) {
 				}
 				switch tc.at {
 				case "reopen":
+					// Found, not 404: pending, or already written by the loop the other
+					// writer's discovery may have started before it stopped.
 					for id, u := range reopened {
-						assert.Equal(t, order.StatePending, f.state(u, id), "order %d, admitted since the reopening", id)
+						assert.Contains(t, []order.State{order.StatePending, order.StateCreated}, f.state(u, id),
+							"order %d, admitted since the reopening", id)
 					}
 					f.readAgain(c, vid, bought, reopened)
 				case "delete":
@@ -124,7 +127,8 @@ func TestRetirementUnderWayIsNoLeftover(t *testing.T) {
 				discovered = true
 				assert.True(t, f.leaving(vid), "still among the vouchers leaving the registry")
 				for id, u := range reopened {
-					assert.Equal(t, order.StatePending, f.state(u, id), "order %d, admitted since the reopening", id)
+					assert.Contains(t, []order.State{order.StatePending, order.StateCreated}, f.state(u, id),
+						"order %d, admitted since the reopening", id)
 				}
 			}})
 		retired, err := async.Retire(context.Background(), w, vid)
