@@ -45,7 +45,8 @@ func (f *fixture) leaving(voucherID int64) bool {
 // before its SREM stayed out of the registry, its orders never written. Another writer's
 // discovery now settles it: retired, it leaves the set; reopened, or its sale hash missing
 // (a reload may be creating it), it goes back into the registry first, and its orders are
-// written and found.
+// written and found. The same holds for the bare voucher id a retirement of an earlier version,
+// before each had a member of its own, left there: an upgrade finds it in Redis.
 func TestLeftoverOfAStoppedRetirementIsSettled(t *testing.T) {
 	cases := []struct {
 		name string
@@ -58,53 +59,76 @@ func TestLeftoverOfAStoppedRetirementIsSettled(t *testing.T) {
 		{name: "sale hash missing", at: "delete"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
-				ctx := context.Background()
-				vid, bought := f.retiredSale(c)
-				var reopened map[int64]int64
-				at := func() {
-					switch tc.at {
-					case "reopen":
-						reopened = f.reopen(c, vid)
-					case "delete":
-						sale, _, _, _, _ := async.KeysOf(vid)
-						require.NoError(t, f.rdb.Del(ctx, sale).Err())
-					}
-				}
-				fail := &failing{cmds: map[string]int{"hexists": 1, "sadd": 1}, from: "srem"}
-				stoppedWriter := f.hookedWriter(&atCommand{cmd: "srem", do: at}, fail)
-				_, err := async.Retire(ctx, stoppedWriter, vid)
-				require.ErrorIs(t, err, errInjected)
-				require.False(t, f.registered(vid), "out of the registry after the failed steps")
-				require.True(t, f.leaving(vid), "among the vouchers leaving it")
-				// The writer stops here: it never runs another discovery.
-
-				other := f.idleWriter()
-				async.SetLeftoverAfter(other, 0)
-				async.Discover(other)
-				stopped(t, other)
-				assert.False(t, f.leaving(vid), "settled: no longer among the vouchers leaving the registry")
-				for id, u := range bought {
-					assert.Equal(t, order.StateCreated, f.state(u, id), "order %d, written before the retirement", id)
-				}
-				switch tc.at {
-				case "reopen":
-					// Found, not 404: pending, or already written by the loop the other
-					// writer's discovery may have started before it stopped.
-					for id, u := range reopened {
-						assert.Contains(t, []order.State{order.StatePending, order.StateCreated}, f.state(u, id),
-							"order %d, admitted since the reopening", id)
-					}
-					f.readAgain(c, vid, bought, reopened)
-				case "delete":
-					assert.True(t, f.registered(vid), "without a sale hash: back in the registry, for the reload to find")
-				default:
-					assert.False(t, f.registered(vid), "retired: out of the registry")
-				}
+		for _, bare := range []bool{false, true} {
+			name := tc.name
+			if bare {
+				name += ", bare id"
+			}
+			t.Run(name, func(t *testing.T) {
+				leftoverSettled(t, tc.at, bare)
 			})
-		})
+		}
 	}
+}
+
+// leftoverSettled is TestLeftoverOfAStoppedRetirementIsSettled's case: point is what happens just
+// before the stopped retirement's SREM, bare rewrites its member as the voucher's bare id.
+func leftoverSettled(t *testing.T, point string, bare bool) {
+	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
+		ctx := context.Background()
+		vid, bought := f.retiredSale(c)
+		var reopened map[int64]int64
+		at := func() {
+			switch point {
+			case "reopen":
+				reopened = f.reopen(c, vid)
+			case "delete":
+				sale, _, _, _, _ := async.KeysOf(vid)
+				require.NoError(t, f.rdb.Del(ctx, sale).Err())
+			}
+		}
+		fail := &failing{cmds: map[string]int{"hexists": 1, "sadd": 1}, from: "srem"}
+		stoppedWriter := f.hookedWriter(&atCommand{cmd: "srem", do: at}, fail)
+		_, err := async.Retire(ctx, stoppedWriter, vid)
+		require.ErrorIs(t, err, errInjected)
+		require.False(t, f.registered(vid), "out of the registry after the failed steps")
+		require.True(t, f.leaving(vid), "among the vouchers leaving it")
+		// The writer stops here: it never runs another discovery.
+		bareID := strconv.FormatInt(vid, 10)
+		if bare {
+			require.NoError(t, f.rdb.SRem(ctx, async.LeavingKey, f.leavingMembers(vid)[0]).Err())
+			require.NoError(t, f.rdb.SAdd(ctx, async.LeavingKey, bareID).Err())
+			// A lookup reads the bare id as its voucher.
+			for id, u := range reopened {
+				assert.Contains(t, []order.State{order.StatePending, order.StateCreated}, f.state(u, id),
+					"order %d, admitted since the reopening, while only the bare id keeps it found", id)
+			}
+		}
+
+		other := f.idleWriter()
+		async.SetLeftoverAfter(other, 0)
+		async.Discover(other)
+		stopped(t, other)
+		assert.False(t, f.leaving(vid), "settled: no longer among the vouchers leaving the registry")
+		assert.False(t, f.rdb.SIsMember(ctx, async.LeavingKey, bareID).Val(), "nor its bare id")
+		for id, u := range bought {
+			assert.Equal(t, order.StateCreated, f.state(u, id), "order %d, written before the retirement", id)
+		}
+		switch point {
+		case "reopen":
+			// Found, not 404: pending, or already written by the loop the other
+			// writer's discovery may have started before it stopped.
+			for id, u := range reopened {
+				assert.Contains(t, []order.State{order.StatePending, order.StateCreated}, f.state(u, id),
+					"order %d, admitted since the reopening", id)
+			}
+			f.readAgain(c, vid, bought, reopened)
+		case "delete":
+			assert.True(t, f.registered(vid), "without a sale hash: back in the registry, for the reload to find")
+		default:
+			assert.False(t, f.registered(vid), "retired: out of the registry")
+		}
+	})
 }
 
 // TestRetirementUnderWayIsNoLeftover: a voucher a retirement has just put among those leaving
