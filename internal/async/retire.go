@@ -96,44 +96,60 @@ func (w *Writer) retire(ctx context.Context, voucherID int64) (bool, error) {
 	if code == retireKept {
 		return false, nil
 	}
-	// Once the voucher may leave the registry, the rest runs whole, whether the writer stops or
-	// the copy used up ctx: a voucher reopened meanwhile and left out after the SREM is read by
-	// no writer, and no discovery, which reads the registry, tries it again.
+	marked, err := w.leaveRegistry(ctx, voucherID, func(ctx context.Context) (bool, error) {
+		return w.rdb.HExists(ctx, k.sale, "retired").Result()
+	})
+	if err != nil {
+		return false, fmt.Errorf("retire voucher %d: %w", voucherID, err)
+	}
+	if !marked {
+		return false, nil
+	}
+	return code == retireNow, nil
+}
+
+// leaveRegistry takes voucherID out of the registry, and puts it back unless gone, asked once it
+// is out, reports that it is to stay out (a retired sale, a voucher the database does not have):
+// a voucher reloaded meanwhile goes back, where discovery reads it. It reports gone's answer.
+//
+// Once the voucher may leave the registry, the rest runs whole, whether the writer stops or
+// ctx ran out: a voucher reopened meanwhile and left out after the SREM is read by no writer,
+// and no discovery, which reads the registry, tries it again. Lookups read the leaving vouchers
+// with the registry: a sale reopened meanwhile has its orders found while it is out of the
+// registry, until it is settled. The member is this call's own: another's of the voucher,
+// settled, removes its own while this one may still be between its SREM and its put-back. An
+// error after the SADD wraps errCheckedAgain when the voucher may be out of the registry: the
+// writer remembers the member, and discovery checks it again (putBackLeft).
+func (w *Writer) leaveRegistry(ctx context.Context, voucherID int64, gone func(context.Context) (bool, error)) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), redisCallTimeout)
 	defer cancel()
-	// Lookups read the leaving vouchers with the registry: a sale reopened meanwhile has its
-	// orders found while it is out of the registry, until it is settled. The member is this
-	// retirement's own: another writer's retirement of the voucher, settled, removes its own
-	// while this one may still be between its SREM and its put-back.
 	member := leavingMember(voucherID, strconv.FormatUint(rand.Uint64(), 36))
 	if err := w.rdb.SAdd(ctx, leavingKey, member).Err(); err != nil {
-		// Still registered: the next discovery retires it again (retireAlready). The SADD may
-		// have been applied (its reply lost): discovery takes the member out again.
+		// Still registered: the next discovery tries again. The SADD may have been applied
+		// (its reply lost): discovery takes the member out again.
 		w.leftRegistry(voucherID, member)
-		return false, fmt.Errorf("retire voucher %d: mark it leaving the registry: %w", voucherID, err)
+		return false, fmt.Errorf("mark it leaving the registry: %w", err)
 	}
 	// A failure from here on may leave a reopened sale out of the registry (an SREM whose reply
 	// was lost may have been applied): discovery checks the voucher again (putBackLeft), and
 	// takes it out of the leaving ones once settled.
 	if err := w.rdb.SRem(ctx, registryKey, voucherID).Err(); err != nil {
 		w.leftRegistry(voucherID, member)
-		return false, fmt.Errorf("retire voucher %d: leave the registry: %w: %w", voucherID, errCheckedAgain, err)
+		return false, fmt.Errorf("leave the registry: %w: %w", errCheckedAgain, err)
 	}
-	marked, err := w.rdb.HExists(ctx, k.sale, "retired").Result()
-	if err != nil || !marked {
+	out, err := gone(ctx)
+	if err != nil || !out {
 		// Reloaded meanwhile (or unknown): back into the registry, where discovery reads it.
-		// A voucher that was retired after all is retired again by a later discovery.
+		// A voucher that was to leave after all leaves at a later discovery.
+		out = false
 		if err := w.rdb.SAdd(ctx, registryKey, voucherID).Err(); err != nil {
 			w.leftRegistry(voucherID, member)
-			return false, fmt.Errorf("retire voucher %d: register the reloaded voucher again: %w: %w", voucherID, errCheckedAgain, err)
+			return false, fmt.Errorf("register the reloaded voucher again: %w: %w", errCheckedAgain, err)
 		}
 	}
 	if err := w.rdb.SRem(ctx, leavingKey, member).Err(); err != nil {
 		w.leftRegistry(voucherID, member)
-		return false, fmt.Errorf("retire voucher %d: settled, leave the leaving vouchers: %w: %w", voucherID, errCheckedAgain, err)
+		return false, fmt.Errorf("settled, leave the leaving vouchers: %w: %w", errCheckedAgain, err)
 	}
-	if !marked {
-		return false, nil
-	}
-	return code == retireNow, nil
+	return out, nil
 }
