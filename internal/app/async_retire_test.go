@@ -63,6 +63,20 @@ func TestAsyncRetiredSaleAnswersItsFailedOrder(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, code, "another user's order: %s", body)
 }
 
+// TestAsyncDiscoveryLoadsStrandedVoucher: an instance's writer loads a voucher left registered
+// without a sale hash (a load that failed after registering it) with the instance's loader:
+// before, only the next start or the next order loaded it.
+func TestAsyncDiscoveryLoadsStrandedVoucher(t *testing.T) {
+	ctx := context.Background()
+	inst, _ := retiringInstance(t)
+	vid := newVoucher(t, inst, 3)
+	require.NoError(t, inst.Async.Loader.Load(ctx, vid))
+	sale := fmt.Sprintf("seckill:{voucher:%d}:sale", vid) // docs/async.md, Keys
+	require.NoError(t, inst.Redis.Del(ctx, sale).Err(), "registered, its sale hash gone: stranded")
+	require.Eventually(t, func() bool { return inst.Redis.Exists(ctx, sale).Val() == 1 },
+		10*time.Second, 20*time.Millisecond, "loaded again by the writer's discovery (every second)")
+}
+
 // retiringInstance starts an instance in the asynchronous mode over the embedded stores whose
 // writer dead-letters an order at its first refusal. retire moves the instance's clock of sales
 // and retention three hours ahead, past the sale of a voucher newVoucher made and past the

@@ -65,6 +65,9 @@ func newAsync(ctx context.Context, log *slog.Logger, cfg Config, db *database.DB
 		Statuses: async.NewStatuses(rdb, st),
 		Store:    st,
 	}
+	// Discovery loads the stranded vouchers through the admissions' loader: one load of a
+	// voucher at a time per instance, whoever asks.
+	a.Writer.SetLoader(loader)
 	a.Writer.Start()
 	return a, nil
 }

@@ -122,3 +122,19 @@ func (m *Metrics) Stranded() float64 {
 	}
 	return d.GetGauge().GetValue()
 }
+
+// SetReloadHooks makes w's discovery run started, in discovery, when it starts a load of a
+// stranded voucher, and done after each such load, with its result. Call it before Start.
+func SetReloadHooks(w *Writer, started func(voucherID int64), done func(voucherID int64, result string)) {
+	w.startedReload, w.afterReload = started, done
+}
+
+// StrandedLoads is the count of discovery's loads of stranded vouchers with result, for the
+// tests.
+func (m *Metrics) StrandedLoads(result string) float64 {
+	var d dto.Metric
+	if err := m.reloads.WithLabelValues(result).Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetCounter().GetValue()
+}

@@ -24,9 +24,24 @@ const (
 	// (RetryUnreachable, RetryDatabaseState, RetryTransient).
 	MetricRetried = "seckill_async_batches_retried_total"
 	// MetricStranded is the registered vouchers without a sale hash and with an empty stream,
-	// as the writer's last discovery found them: no loop reads them, and only an instance's
-	// start loads them once their sale is over.
+	// as the writer's last discovery found them: no loop reads them, and discovery loads them
+	// (MetricStrandedLoads).
 	MetricStranded = "seckill_async_stranded_vouchers"
+	// MetricStrandedLoads counts discovery's loads of stranded vouchers by result
+	// (StrandedLoaded, StrandedRemoved, StrandedFailed).
+	MetricStrandedLoads = "seckill_async_stranded_loads_total"
+)
+
+// Results of discovery's load of a stranded voucher (MetricStrandedLoads's label "result").
+const (
+	// StrandedLoaded: the load created the sale hash (or found it created).
+	StrandedLoaded = "loaded"
+	// StrandedRemoved: the database has no such voucher, and its keys and registration were
+	// removed from Redis.
+	StrandedRemoved = "removed"
+	// StrandedFailed: the load failed, or found no such voucher whose keys must stay; tried again
+	// after a back-off.
+	StrandedFailed = "failed"
 )
 
 // Causes of a batch left pending to be tried again (MetricRetried's label "cause").
@@ -62,6 +77,7 @@ type Metrics struct {
 	oldest       prometheus.Gauge
 	retried      *prometheus.CounterVec
 	stranded     prometheus.Gauge
+	reloads      *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -85,11 +101,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Batches the writer left pending to try again, by cause: the database unreachable, or an error that says nothing against the orders."}, []string{"cause"}),
 		stranded: prometheus.NewGauge(prometheus.GaugeOpts{Name: MetricStranded,
 			Help: "Registered vouchers without a sale hash and with an empty stream (a load that failed after registering them), as the writer's last discovery found them."}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStrandedLoads,
+			Help: "Discovery's loads of stranded vouchers by result: loaded, removed (no such voucher in the database), or failed (tried again after a back-off)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried, m.stranded)
+	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried, m.stranded, m.reloads)
 	m.retried.WithLabelValues(RetryUnreachable)
 	m.retried.WithLabelValues(RetryDatabaseState)
 	m.retried.WithLabelValues(RetryTransient)
+	for _, r := range []string{StrandedLoaded, StrandedRemoved, StrandedFailed} {
+		m.reloads.WithLabelValues(r)
+	}
 	for _, r := range []string{resultAdmitted, order.ResultAlreadyOrdered, order.ResultSoldOut, order.ResultSaleNotActive, resultNotFound, order.ResultError} {
 		m.admissions.WithLabelValues(r)
 	}

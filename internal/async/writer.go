@@ -77,6 +77,10 @@ type Writer struct {
 	// stranded holds the vouchers the last discovery found stranded (voucherState.stranded).
 	// Only discovery touches it.
 	stranded map[int64]bool
+	// loader loads the stranded vouchers (SetLoader), reloads holds their back-off; mu guards
+	// reloads.
+	loader  *Loader
+	reloads map[int64]*reload
 	// failing holds, for each voucher whose batches have failed with an error of the
 	// database's state (database.RefusesEveryWrite: read-only, out of connections, shutting down)
 	// while the database answers pings, since when they have: retried for as long as that
@@ -97,6 +101,10 @@ type Writer struct {
 	// beforeAck, in tests, runs after a batch's commit and before its acknowledgement;
 	// returning false abandons the batch there, as a writer that crashed would.
 	beforeAck func(voucherID int64, es []Entry) bool
+	// startedReload, in tests, runs in discovery when it starts a load of a stranded voucher;
+	// afterReload after each such load, with its result, its back-off set.
+	startedReload func(voucherID int64)
+	afterReload   func(voucherID int64, result string)
 }
 
 // NewWriter returns a writer; Start starts it.
@@ -105,7 +113,7 @@ func NewWriter(rdb redis.UniversalClient, store *Store, metrics *Metrics, log *s
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Writer{rdb: rdb, store: store, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
 		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[string]int64{}, failing: map[int64]time.Time{},
-		leftoverAfter: leftoverAfter}
+		reloads: map[int64]*reload{}, leftoverAfter: leftoverAfter}
 }
 
 // Consumer is the writer's name in the consumer group.
@@ -239,6 +247,7 @@ func (w *Writer) discover() {
 	}
 	now := w.cfg.Now()
 	w.strandedSeen(idle, states)
+	w.reloadStranded(now)
 	var old []int64
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -283,8 +292,9 @@ func (s voucherState) finished(now time.Time) bool {
 
 // stranded reports whether the voucher is registered with no sale hash and nothing in its
 // stream: a load that failed after it registered the voucher left it so. While its sale is on,
-// the next order's load creates the sale hash; once it is over, only an instance's start loads
-// it (Loader.LoadOnSale), and nothing retires it meanwhile.
+// the next order's load creates the sale hash; once it is over, no order comes, and discovery
+// loads it (reloadStranded), as does an instance's start (Loader.LoadOnSale); nothing retires it
+// meanwhile.
 func (s voucherState) stranded() bool { return s.noSale && s.backlog == 0 }
 
 // retirable reports whether a finished voucher's keys have outlived retention.
@@ -344,7 +354,7 @@ func (w *Writer) strandedSeen(ids []int64, states []voucherState) {
 		}
 		now[id] = true
 		if !w.stranded[id] {
-			w.log.Warn("writer: registered voucher without a sale hash, its stream empty: no loop reads it, and only an instance's start loads it once its sale is over",
+			w.log.Warn("writer: registered voucher without a sale hash, its stream empty: no loop reads it until it is loaded",
 				"voucher_id", id)
 		}
 	}

@@ -115,6 +115,12 @@ var AsyncGroup string
 //go:embed async_retire.lua
 var AsyncRetire string
 
+// AsyncUnregister is async_unregister.lua: delete the Redis keys of a registered voucher the
+// database does not have, unless an order or a load still needs them.
+//
+//go:embed async_unregister.lua
+var AsyncUnregister string
+
 // AsyncSettle is async_settle.lua: settle an admission whose answer was lost, admitted or void.
 //
 //go:embed async_settle.lua
