@@ -58,7 +58,7 @@ func TestReconcileShowsKeptUnits(t *testing.T) {
 
 	wcfg := cfg
 	wcfg.Consumer = "w"
-	w := async.NewWriter(rdb, store, async.NewMetrics(prometheus.NewRegistry()), log, wcfg)
+	w := async.NewWriter(rdb, store, nil, async.NewMetrics(prometheus.NewRegistry()), log, wcfg)
 	w.Start()
 	require.Eventually(t, func() bool {
 		da, err1 := statuses.DeadLettered(ctx, a)
@@ -93,7 +93,7 @@ func TestReconcileShowsKeptUnits(t *testing.T) {
 	// books read the same, the kept unit counted where the dead letters went.
 	wcfg.Now = func() time.Time { return time.Now().Add(3 * time.Hour) }
 	wcfg.Consumer = "later"
-	w = async.NewWriter(rdb, store, async.NewMetrics(prometheus.NewRegistry()), log, wcfg)
+	w = async.NewWriter(rdb, store, nil, async.NewMetrics(prometheus.NewRegistry()), log, wcfg)
 	w.Start()
 	require.Eventually(t, func() bool {
 		ba, err1 := async.Reconcile(ctx, rdb, store, a)

@@ -60,14 +60,11 @@ func newAsync(ctx context.Context, log *slog.Logger, cfg Config, db *database.DB
 	metrics := async.NewMetrics(reg)
 	a := &Async{
 		Service:  async.NewService(rdb, ids, loader, metrics, log, acfg),
-		Writer:   async.NewWriter(rdb, st, metrics, log, acfg),
+		Writer:   async.NewWriter(rdb, st, loader, metrics, log, acfg),
 		Loader:   loader,
 		Statuses: async.NewStatuses(rdb, st),
 		Store:    st,
 	}
-	// Discovery loads the stranded vouchers through the admissions' loader: one load of a
-	// voucher at a time per instance, whoever asks.
-	a.Writer.SetLoader(loader)
 	a.Writer.Start()
 	return a, nil
 }

@@ -73,7 +73,7 @@ func TestRefusalOfAnEntryClaimedMeanwhileIsNotCounted(t *testing.T) {
 			ra.AddHook(gate)
 			cfg := f.cfg
 			cfg.Consumer, cfg.ClaimIdle = "a", time.Minute
-			a := async.NewWriter(ra, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+			a := async.NewWriter(ra, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
 			a.Start()
 			f.claimedMeanwhile(a, gate, vid, entry) // a's batch, and its count, are over
 

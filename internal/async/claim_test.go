@@ -60,7 +60,7 @@ func TestClaimTakesEveryIdlePageAtOnce(t *testing.T) {
 			rw.AddHook(reads)
 			cfg := f.cfg
 			cfg.Consumer = "survivor"
-			w := async.NewWriter(rw, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+			w := async.NewWriter(rw, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
 			w.Start()
 			f.eventually("claimed and written", func() bool { return len(f.rows(vid)) == 5 })
 			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -35,7 +35,7 @@ func TestDeadLetterOfAnEntryClaimedMeanwhileIsNotMade(t *testing.T) {
 			gate := &countGate{script: lua.AsyncDead, held: make(chan struct{}), release: make(chan struct{})}
 			cfg := f.cfg
 			cfg.Consumer, cfg.ClaimIdle = "a", time.Minute
-			a := async.NewWriter(f.hookedClient(gate), f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+			a := async.NewWriter(f.hookedClient(gate), f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
 			a.Start()
 			f.claimedMeanwhile(a, gate, vid, entry) // a's batch, and its dead letter, are over
 

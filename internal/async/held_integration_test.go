@@ -53,7 +53,7 @@ func TestHeldCheckReadsABatchInOneRange(t *testing.T) {
 			for i, id := range c.batch {
 				es[i] = async.Entry{StreamID: id, VoucherID: vid}
 			}
-			held := async.HeldOf(async.NewWriter(rdb, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, async.Config{Consumer: "w"}), vid)
+			held := async.HeldOf(async.NewWriter(rdb, nil, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, async.Config{Consumer: "w"}), vid)
 			require.NoError(t, rdb.ConfigResetStat(ctx).Err())
 
 			err := held(ctx, es)

@@ -110,7 +110,7 @@ func (f *fixture) loaded(voucherID int64, stock, users int) {
 func (f *fixture) writer(consumer string, setup func(*async.Writer)) *async.Writer {
 	cfg := f.cfg
 	cfg.Consumer = consumer
-	w := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), f.log, cfg)
+	w := async.NewWriter(f.rdb, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), f.log, cfg)
 	if setup != nil {
 		setup(w)
 	}

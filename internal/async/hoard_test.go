@@ -35,7 +35,7 @@ func TestWriterCutOffFromTheDatabaseLetsOthersClaim(t *testing.T) {
 			require.NoError(t, cut.Close())
 			cfg := f.cfg
 			cfg.Consumer = "a"
-			a := async.NewWriter(f.rdb, async.NewStore(cut), async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+			a := async.NewWriter(f.rdb, async.NewStore(cut), nil, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
 			a.Start()
 			t.Cleanup(func() { stopped(t, a) })
 			_, _, _, stream, _ := async.KeysOf(vid)

@@ -143,7 +143,7 @@ func TestRetirementUnderWayIsNoLeftover(t *testing.T) {
 		// discovery retires nothing itself.
 		cfg := f.cfg
 		cfg.Now = nil
-		other := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
+		other := async.NewWriter(f.rdb, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg)
 		discovered := false
 		w := f.hookedWriter(&atCommand{cmd: "srem", do: func() { reopened = f.reopen(c, vid) }},
 			&atCommand{cmd: "hexists", do: func() {

@@ -149,18 +149,18 @@ func TestStrandedVoucherLoadedAtStart(t *testing.T) {
 }
 
 // TestStrandedVoucherHasNoLoop: a load that failed after it registered a voucher whose sale
-// is over leaves it registered without a sale hash, which no order loads again and only an
-// instance's start does. Meanwhile every writer's discovery started a loop for it, which read
-// its empty stream for ever, as a voucher without a sale hash never read as finished. A
-// discovery now starts none, counts the voucher in MetricStranded and logs it; once loaded, it
-// is counted no more.
+// is over leaves it registered without a sale hash, which no order loads again (an instance's
+// start, or a writer's discovery with a loader, TestDiscoveryLoadsStrandedVoucher, does).
+// Meanwhile every writer's discovery started a loop for it, which read its empty stream for
+// ever, as a voucher without a sale hash never read as finished. A discovery now starts none,
+// counts the voucher in MetricStranded and logs it; once loaded, it is counted no more.
 func TestStrandedVoucherHasNoLoop(t *testing.T) {
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.strandedVoucher()
 
 		m := async.NewMetrics(prometheus.NewRegistry())
-		w := async.NewWriter(f.rdb, f.store, m, quiet, f.cfg)
+		w := async.NewWriter(f.rdb, f.store, nil, m, quiet, f.cfg)
 		t.Cleanup(func() { stopped(t, w) })
 		async.Discover(w)
 		assert.False(t, async.Running(w, vid), "no loop reads the stranded voucher's empty stream")

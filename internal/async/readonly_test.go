@@ -164,7 +164,7 @@ func rowTakeFailing(t *testing.T, f *fixture, failing *atomic.Bool, err error) (
 	metrics := async.NewMetrics(prometheus.NewRegistry())
 	cfg := f.cfg
 	cfg.Consumer = "w"
-	w := async.NewWriter(f.rdb, f.store, metrics, quiet, cfg)
+	w := async.NewWriter(f.rdb, f.store, nil, metrics, quiet, cfg)
 	w.Start()
 	t.Cleanup(func() { stopped(t, w) })
 	return w, metrics

@@ -96,7 +96,7 @@ func inFlight(t *testing.T, s store, stock int) (*fixture, int64, async.Entry) {
 func heldCheck(f *fixture, vid int64) async.Held {
 	cfg := f.cfg
 	cfg.Consumer = "w"
-	return async.HeldOf(async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg), vid)
+	return async.HeldOf(async.NewWriter(f.rdb, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, cfg), vid)
 }
 
 // restartEmpty drops every key of the voucher, as a Redis without persistence that restarted.

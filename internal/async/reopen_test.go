@@ -50,7 +50,7 @@ func (h *atCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // that hooks watch: the fixture's client, which the reopening uses, is not hooked.
 func (f *fixture) hookedWriter(hooks ...redis.Hook) *async.Writer {
 	f.t.Helper()
-	return async.NewWriter(f.hookedClient(hooks...), f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
+	return async.NewWriter(f.hookedClient(hooks...), f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
 }
 
 // hookedClient is a client of the fixture's Redis of its own, which hooks watch; closed when

@@ -80,7 +80,7 @@ func withClock(t *testing.T, cfg async.Config, body func(t *testing.T, f *fixtur
 // idleWriter is a writer of the fixture's config that is never started: the tests run its
 // discovery and retirement themselves.
 func (f *fixture) idleWriter() *async.Writer {
-	return async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
+	return async.NewWriter(f.rdb, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, f.cfg)
 }
 
 // voucherAt creates a seckill voucher with stock whose sale runs from begin to end.
@@ -182,7 +182,7 @@ func TestDiscoveryRoundTripsDoNotGrow(t *testing.T) {
 		}
 		require.NoError(t, f.loader.Load(ctx, f.voucher(1)))
 		c.advance(2 * time.Hour) // over, within a retention of a day
-		w = async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet,
+		w = async.NewWriter(f.rdb, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet,
 			async.Config{Now: c.now, Retention: 24 * time.Hour, Consumer: "w"})
 		one := trips()
 		for range 30 {
@@ -487,7 +487,7 @@ func TestWriterDoesNotRecreateARetiredStream(t *testing.T) {
 
 			later := f.cfg
 			later.Now = func() time.Time { return time.Now().Add(pastRetention) }
-			retiring := async.NewWriter(f.rdb, f.store, async.NewMetrics(prometheus.NewRegistry()), quiet, later)
+			retiring := async.NewWriter(f.rdb, f.store, nil, async.NewMetrics(prometheus.NewRegistry()), quiet, later)
 			hook.armed.Store(true)
 			retired, err := async.Retire(ctx, retiring, vid)
 			require.NoError(t, err)

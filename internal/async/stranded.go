@@ -35,11 +35,6 @@ type reload struct {
 	busy  bool          // an attempt is under way
 }
 
-// SetLoader makes w's discovery load the stranded vouchers (voucherState.stranded) with l,
-// the loader the admissions share, so that one load of a voucher runs at a time per instance.
-// Call it before Start. Without it discovery only counts them (MetricStranded).
-func (w *Writer) SetLoader(l *Loader) { w.loader = l }
-
 // reloadStranded starts a load of each stranded voucher (w.stranded) that has none under way and
 // whose back-off has passed, each in a goroutine of its own: discovery does not wait for a load.
 // It forgets the back-off of a voucher no longer stranded. Only discovery calls it.

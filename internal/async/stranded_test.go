@@ -64,8 +64,7 @@ type reloads struct {
 func (f *fixture) reloadingWriter(loader *async.Loader) *reloads {
 	f.t.Helper()
 	r := &reloads{m: async.NewMetrics(prometheus.NewRegistry()), done: make(chan string, 16)}
-	r.w = async.NewWriter(f.rdb, f.store, r.m, quiet, f.cfg)
-	r.w.SetLoader(loader)
+	r.w = async.NewWriter(f.rdb, f.store, loader, r.m, quiet, f.cfg)
 	async.SetReloadHooks(r.w, func(int64) { r.started.Add(1) }, func(_ int64, result string) { r.done <- result })
 	f.t.Cleanup(func() { stopped(f.t, r.w) })
 	return r

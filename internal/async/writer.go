@@ -77,7 +77,7 @@ type Writer struct {
 	// stranded holds the vouchers the last discovery found stranded (voucherState.stranded).
 	// Only discovery touches it.
 	stranded map[int64]bool
-	// loader loads the stranded vouchers (SetLoader), reloads holds their back-off; mu guards
+	// loader loads the stranded vouchers (NewWriter), reloads holds their back-off; mu guards
 	// reloads.
 	loader  *Loader
 	reloads map[int64]*reload
@@ -107,11 +107,13 @@ type Writer struct {
 	afterReload   func(voucherID int64, result string)
 }
 
-// NewWriter returns a writer; Start starts it.
-func NewWriter(rdb redis.UniversalClient, store *Store, metrics *Metrics, log *slog.Logger, cfg Config) *Writer {
+// NewWriter returns a writer; Start starts it. Its discovery loads the stranded vouchers
+// (voucherState.stranded) with loader, the loader the admissions share, so that one load of a
+// voucher runs at a time per instance; with a nil loader it only counts them (MetricStranded).
+func NewWriter(rdb redis.UniversalClient, store *Store, loader *Loader, metrics *Metrics, log *slog.Logger, cfg Config) *Writer {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Writer{rdb: rdb, store: store, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
+	return &Writer{rdb: rdb, store: store, loader: loader, metrics: metrics, log: log.With("consumer", cfg.Consumer), cfg: cfg,
 		ctx: ctx, cancel: cancel, running: map[int64]bool{}, left: map[string]int64{}, failing: map[int64]time.Time{},
 		reloads: map[int64]*reload{}, leftoverAfter: leftoverAfter}
 }
