@@ -131,6 +131,13 @@ capacity:
 scaling:
 	scripts/scaling.sh
 
+## abtest: async settings against each other in alternating rounds, orders and GET /healthz each
+## (~1 min per round and setting); AB="SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=128" by default
+AB ?= SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=128
+.PHONY: abtest
+abtest:
+	scripts/abtest.sh $(AB)
+
 ## lockbench: every lock (Redis, RedLock, MySQL, GET_LOCK, ZooKeeper, etcd) against its Go peers (~4 min)
 ## Needs MariaDB on :3306 and the servers of services-up; starts its own etcd (Debian's
 ## etcd-server, when installed) and five redis-server processes for the node-loss test.

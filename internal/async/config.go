@@ -32,6 +32,14 @@ const MaxBatch = 5000
 // goroutines and memory a hung Redis can gather before the admissions time out.
 const DefaultMaxInflight = 1024
 
+// DefaultAdmitBatch is the default of Config.AdmitBatch, and MaxAdmitBatch its bound: a call of
+// 128 orders keeps Redis busy for well under a millisecond, and its arguments far below any
+// limit of Redis's.
+const (
+	DefaultAdmitBatch = 128
+	MaxAdmitBatch     = 1024
+)
+
 // Config tunes the asynchronous mode. Zero fields take the defaults above.
 type Config struct {
 	// Group is the consumer group of the writers: one per service.
@@ -64,6 +72,11 @@ type Config struct {
 	// (each until Timeout) instead of every request that arrives meanwhile. Zero takes
 	// DefaultMaxInflight.
 	MaxInflight int
+	// AdmitBatch is the most admissions of one voucher one call of the admission script
+	// decides: those that arrived at this instance while its previous call was under way
+	// (admit.go). 1 sends every admission in a call of its own. Zero takes DefaultAdmitBatch;
+	// at most MaxAdmitBatch.
+	AdmitBatch int
 	// Retention is how long after a sale's end a voucher's Redis keys are kept: its users,
 	// statuses, dead letters and consumer group. Past it, once no order of the voucher is left
 	// in its stream, a writer copies its dead letters to the database (async_failed_orders),
@@ -138,6 +151,10 @@ func (c Config) withDefaults() Config {
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = DefaultMaxInflight
 	}
+	if c.AdmitBatch <= 0 {
+		c.AdmitBatch = DefaultAdmitBatch
+	}
+	c.AdmitBatch = min(c.AdmitBatch, MaxAdmitBatch)
 	if c.Retention <= 0 {
 		c.Retention = DefaultRetention
 	}

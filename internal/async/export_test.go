@@ -138,3 +138,13 @@ func (m *Metrics) StrandedLoads(result string) float64 {
 	}
 	return d.GetCounter().GetValue()
 }
+
+// Queued is how many admissions of voucherID wait at s for the voucher's next script call.
+func Queued(s *Service, voucherID int64) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.queues[voucherID]; q != nil {
+		return len(q.waiting)
+	}
+	return 0
+}

@@ -30,6 +30,8 @@ const (
 	// MetricStrandedLoads counts discovery's loads of stranded vouchers by result
 	// (StrandedLoaded, StrandedRemoved, StrandedFailed).
 	MetricStrandedLoads = "seckill_async_stranded_loads_total"
+	// MetricAdmitBatch is the orders each call of the admission script decided (admit.go).
+	MetricAdmitBatch = "seckill_async_admission_batch_orders"
 )
 
 // Results of discovery's load of a stranded voucher (MetricStrandedLoads's label "result").
@@ -69,6 +71,7 @@ const (
 // Metrics are the asynchronous mode's Prometheus metrics.
 type Metrics struct {
 	admissions   *prometheus.CounterVec
+	admitBatch   prometheus.Histogram
 	written      prometheus.Counter
 	claimed      prometheus.Counter
 	deadLettered prometheus.Counter
@@ -85,6 +88,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricAdmissions,
 			Help: "Asynchronous admissions by result: admitted, or why not."}, []string{order.ResultLabel}),
+		admitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricAdmitBatch,
+			Help:    "Orders decided by each call of the admission script: those of one voucher that arrived at the instance while its previous call was under way.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricWritten,
 			Help: "Orders the writer committed to the database."}),
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricClaimed,
@@ -104,7 +110,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStrandedLoads,
 			Help: "Discovery's loads of stranded vouchers by result: loaded, removed (no such voucher in the database), or failed (tried again after a back-off)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.admissions, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried, m.stranded, m.reloads)
+	reg.MustRegister(m.admissions, m.admitBatch, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried, m.stranded, m.reloads)
 	m.retried.WithLabelValues(RetryUnreachable)
 	m.retried.WithLabelValues(RetryDatabaseState)
 	m.retried.WithLabelValues(RetryTransient)

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,11 +35,15 @@ type Service struct {
 	log     *slog.Logger
 	cfg     Config
 	slots   chan struct{} // one token per admission in progress (Config.MaxInflight)
+
+	mu     sync.Mutex
+	queues map[int64]*admitQueue // the admissions waiting for their voucher's next call (admit.go)
 }
 
 // NewService returns the admission side of the asynchronous mode.
 func NewService(rdb redis.UniversalClient, ids IDs, loader *Loader, metrics *Metrics, log *slog.Logger, cfg Config) *Service {
-	s := &Service{rdb: rdb, scripts: rdb, ids: ids, loader: loader, metrics: metrics, log: log, cfg: cfg.withDefaults()}
+	s := &Service{rdb: rdb, scripts: rdb, ids: ids, loader: loader, metrics: metrics, log: log, cfg: cfg.withDefaults(),
+		queues: make(map[int64]*admitQueue)}
 	s.slots = make(chan struct{}, s.cfg.MaxInflight)
 	// Admissions run through go-redis's automatic pipeliner (experimental in go-redis 9.23):
 	// the scripts of concurrent orders go to Redis in one write and come back in one read, so
@@ -130,38 +134,4 @@ func (s *Service) admitted(ctx context.Context, userID, voucherID, orderID int64
 	k := keysOf(voucherID)
 	n, err := settleScript.Run(ctx, s.rdb, []string{k.users, k.orders}, userID, orderID).Int()
 	return err == nil && n == 1
-}
-
-// admit runs the admission script once.
-func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (int64, error) {
-	k := keysOf(voucherID)
-	res, err := admitScript.Run(ctx, s.scripts, []string{k.sale, k.users, k.orders, k.stream},
-		userID, orderID, voucherID, s.cfg.Now().UnixMilli()).Slice()
-	if err != nil {
-		return 0, fmt.Errorf("admit: %w", err)
-	}
-	if len(res) != 2 {
-		return 0, fmt.Errorf("admit: script returned %d values, want 2", len(res))
-	}
-	code, _ := res[0].(int64)
-	idText, _ := res[1].(string)
-	switch code {
-	case 0:
-		return orderID, nil
-	case 1:
-		return 0, errNotLoaded
-	case 2:
-		return 0, order.ErrSaleNotActive
-	case 3:
-		earlier, err := strconv.ParseInt(idText, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("admit: earlier order id %q: %w", idText, err)
-		}
-		return earlier, &order.AlreadyOrderedError{OrderID: earlier}
-	case 4:
-		return 0, order.ErrSoldOut
-	case 5:
-		return 0, fmt.Errorf("admit: order id %d already in the orders hash (void, or admitted by an earlier run of this call)", orderID)
-	}
-	return 0, fmt.Errorf("admit: unknown answer %v", res)
 }

@@ -1,39 +1,69 @@
--- async_admit.lua: admit one order of a seckill voucher in the asynchronous mode, atomically.
+-- async_admit.lua: admit orders of one seckill voucher in the asynchronous mode, atomically:
+-- one order, or the orders of one voucher that arrived at an instance together (a batch: the
+-- script's own cost and the sale hash's reads and stock update are paid once per call, not
+-- once per order). Each order is decided as if it ran alone, in the order given.
 -- Every key is passed in KEYS and all of them carry the voucher's hash tag {voucher:ID}, so the
 -- script runs unchanged on Redis Cluster; no key is built here.
 -- KEYS[1]  the sale hash {stock, begin, end}: units left, the window in ms since the Unix epoch
 -- KEYS[2]  the users hash: user id -> order id of every user holding an order of the voucher
 -- KEYS[3]  the orders hash: order id -> "pending|user|at" while the order is not in the database
 -- KEYS[4]  the voucher's order stream, read by the writers' consumer group
--- ARGV[1]  user id    ARGV[2]  order id    ARGV[3]  voucher id    ARGV[4]  now, ms since the epoch
--- Returns {code, order id}: {0, ARGV[2]} admitted; {1, ''} the sale hash is missing (load it from
--- the database and try again); {2, ''} outside the sale window; {3, id} the user already holds
--- order id; {4, ''} sold out; {5, ''} the orders hash already holds the order id: void (this call
--- ran after the caller gave up on its answer and settled the admission as not admitted,
--- async_settle.lua), or admitted by an earlier run of the same call (which the caller settles
--- as admitted).
+-- ARGV[1]  voucher id    ARGV[2]  now, ms since the epoch
+-- ARGV[3], ARGV[4]  the first order's user id and order id; ARGV[5], ARGV[6] the second's; ...
+-- Returns {code, order id} per order, flat, in ARGV's order: {0, its id} admitted; {2, ''}
+-- outside the sale window; {3, id} the user already holds order id (an earlier order of this
+-- call's included); {4, ''} sold out; {5, ''} the orders hash already holds the order id: void
+-- (this call ran after the caller gave up on its answer and settled the admission as not
+-- admitted, async_settle.lua), or admitted by an earlier run of the same call (which the caller
+-- settles as admitted). When the sale hash is missing it returns {1} alone: nothing was decided
+-- (load the voucher from the database and try again).
 -- Ids stay strings: order ids exceed 2^53, past what a Lua number holds exactly.
--- The duplicate check comes before the stock is touched, so a repeated request never takes a unit.
+-- The duplicate check comes before the stock is touched, so a repeated request never takes a
+-- unit. The orders are decided first (reads only), then the stock is taken for all of them in
+-- one HINCRBY, then they are recorded and appended: a write that failed half way would leave
+-- units taken and not sold (what reconcile reports), never an order admitted without its unit.
 local sale = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end')
 if not sale[1] then
-  return {1, ''}
+  return {1}
 end
-if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then
-  return {5, ''}
+local now = tonumber(ARGV[2])
+local open = now >= tonumber(sale[2]) and now < tonumber(sale[3])
+local left = tonumber(sale[1])
+local out = {}
+local mine = {} -- user id -> order id admitted by this call
+local taken = 0
+for i = 3, #ARGV - 1, 2 do
+  local user, id = ARGV[i], ARGV[i + 1]
+  local code, answer = 0, ''
+  if redis.call('HEXISTS', KEYS[3], id) == 1 then
+    code = 5
+  elseif not open then
+    code = 2
+  else
+    local earlier = mine[user] or redis.call('HGET', KEYS[2], user)
+    if earlier then
+      code, answer = 3, earlier
+    elseif left <= 0 then
+      code = 4
+    else
+      left, taken = left - 1, taken + 1
+      mine[user] = id
+      answer = id
+    end
+  end
+  out[#out + 1] = code
+  out[#out + 1] = answer
 end
-local now = tonumber(ARGV[4])
-if now < tonumber(sale[2]) or now >= tonumber(sale[3]) then
-  return {2, ''}
+if taken == 0 then
+  return out
 end
-local earlier = redis.call('HGET', KEYS[2], ARGV[1])
-if earlier then
-  return {3, earlier}
+redis.call('HINCRBY', KEYS[1], 'stock', -taken)
+for i = 1, #out, 2 do
+  if out[i] == 0 then
+    local user, id = ARGV[i + 2], ARGV[i + 3]
+    redis.call('HSET', KEYS[2], user, id)
+    redis.call('HSET', KEYS[3], id, 'pending|' .. user .. '|' .. ARGV[2])
+    redis.call('XADD', KEYS[4], '*', 'order', id, 'user', user, 'voucher', ARGV[1], 'at', ARGV[2])
+  end
 end
-if tonumber(sale[1]) <= 0 then
-  return {4, ''}
-end
-redis.call('HINCRBY', KEYS[1], 'stock', -1)
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[3], ARGV[2], 'pending|' .. ARGV[1] .. '|' .. ARGV[4])
-redis.call('XADD', KEYS[4], '*', 'order', ARGV[2], 'user', ARGV[1], 'voucher', ARGV[3], 'at', ARGV[4])
-return {0, ARGV[2]}
+return out

@@ -67,7 +67,8 @@ var RegistryExtend string
 //go:embed next_id.lua
 var NextID string
 
-// AsyncAdmit is async_admit.lua: the asynchronous mode's admission of one order.
+// AsyncAdmit is async_admit.lua: the asynchronous mode's admission of one order or of a batch of
+// one voucher's orders.
 //
 //go:embed async_admit.lua
 var AsyncAdmit string

@@ -1,0 +1,175 @@
+package async
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/seckill/seckill/internal/order"
+)
+
+// An admission waits here, with the other admissions of its voucher that arrived at this
+// instance meanwhile, for one call of async_admit.lua that decides all of them (a group
+// commit): while one call of a voucher is on its way to Redis and back, the orders that arrive
+// queue, and the next call carries them all, up to Config.AdmitBatch. Nothing waits for a
+// batch to fill: an order that finds no call of its voucher under way is sent at once, alone.
+// So a quiet voucher pays one round trip per order as before, and a busy one pays Redis's
+// script overhead, the sale hash's reads and the stock's update once per batch instead of once
+// per order, and go-redis's per-command work once per batch. The calls of different vouchers
+// still share the automatic pipeliner's writes.
+//
+// One call per voucher is under way at a time from an instance: a second would carry half the
+// orders at the same cost per call. The queue is bounded by Config.MaxInflight (each waiting
+// admission holds one of Place's slots), and each waits within its own deadline: an admission
+// whose deadline ran out is settled by Place as any call without an answer (async_settle.lua
+// voids its id when the script has not admitted it, so a call that carries it later admits
+// nothing), and one whose deadline ran out before its batch was sent is left out of it.
+
+// queued is one admission waiting for its batch's answer.
+type queued struct {
+	ctx         context.Context
+	user, order int64
+	// Set before done is closed: the script's answer for this order, or the call's error.
+	code int64
+	id   string
+	err  error
+	done chan struct{}
+}
+
+// admitQueue holds the admissions of one voucher waiting for the next call.
+type admitQueue struct {
+	waiting []*queued
+}
+
+// submit queues q for voucherID's next call, starting the voucher's sender when none runs.
+func (s *Service) submit(voucherID int64, q *queued) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	aq := s.queues[voucherID]
+	if aq == nil {
+		aq = &admitQueue{}
+		s.queues[voucherID] = aq
+		go s.send(voucherID, aq)
+	}
+	aq.waiting = append(aq.waiting, q)
+}
+
+// send calls the script for voucherID's queued admissions, a batch at a time, until none is
+// left; then it forgets the voucher, so that the map holds the vouchers being ordered only.
+func (s *Service) send(voucherID int64, aq *admitQueue) {
+	for {
+		batch := s.nextBatch(voucherID, aq)
+		if batch == nil {
+			return
+		}
+		s.admitBatch(voucherID, batch)
+	}
+}
+
+// nextBatch takes up to Config.AdmitBatch of aq's admissions whose deadline has not run out
+// (it answers the others with their context's error); nil when none is left, once it has
+// removed aq from the map under the same lock that submit takes.
+func (s *Service) nextBatch(voucherID int64, aq *admitQueue) []*queued {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var batch []*queued
+	n := 0
+	for _, q := range aq.waiting {
+		n++
+		if err := context.Cause(q.ctx); err != nil {
+			q.err = fmt.Errorf("admit: not sent: %w", err)
+			close(q.done)
+			continue
+		}
+		batch = append(batch, q)
+		if len(batch) == s.cfg.AdmitBatch {
+			break
+		}
+	}
+	rest := aq.waiting[n:]
+	clear(aq.waiting[:n]) // no reference kept to an answered admission
+	aq.waiting = rest
+	if len(batch) == 0 && len(aq.waiting) == 0 {
+		delete(s.queues, voucherID)
+		return nil
+	}
+	return batch
+}
+
+// admitBatch runs the script once for batch and answers each of its admissions. The call's
+// deadline is the latest of theirs: an admission whose own deadline comes first stops waiting
+// and is settled by Place, while the others keep the time each was given.
+func (s *Service) admitBatch(voucherID int64, batch []*queued) {
+	last := time.Time{}
+	for _, q := range batch {
+		if d, ok := q.ctx.Deadline(); ok && d.After(last) {
+			last = d
+		}
+	}
+	if last.IsZero() {
+		last = time.Now().Add(s.cfg.Timeout)
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(batch[0].ctx), last)
+	defer cancel()
+	s.metrics.admitBatch.Observe(float64(len(batch)))
+	k := keysOf(voucherID)
+	args := make([]any, 0, 2+2*len(batch))
+	args = append(args, voucherID, s.cfg.Now().UnixMilli())
+	for _, q := range batch {
+		args = append(args, q.user, q.order)
+	}
+	res, err := admitScript.Run(ctx, s.scripts, []string{k.sale, k.users, k.orders, k.stream}, args...).Slice()
+	for i, q := range batch {
+		switch {
+		case err != nil:
+			q.err = fmt.Errorf("admit: %w", err)
+		case len(res) == 1:
+			q.code = 1 // not loaded: nothing was decided
+		case len(res) != 2*len(batch):
+			q.err = fmt.Errorf("admit: script returned %d values for %d orders", len(res), len(batch))
+		default:
+			q.code, _ = res[2*i].(int64)
+			q.id, _ = res[2*i+1].(string)
+		}
+		close(q.done)
+	}
+}
+
+// admit decides userID's order orderID of voucherID: in a batch with the other admissions of
+// the voucher waiting at this instance (one call when Config.AdmitBatch is 1), within ctx.
+func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (int64, error) {
+	q := &queued{ctx: ctx, user: userID, order: orderID, done: make(chan struct{})}
+	if s.cfg.AdmitBatch == 1 {
+		s.admitBatch(voucherID, []*queued{q})
+	} else {
+		s.submit(voucherID, q)
+		select {
+		case <-q.done:
+		case <-ctx.Done():
+			return 0, fmt.Errorf("admit: %w", context.Cause(ctx))
+		}
+	}
+	if q.err != nil {
+		return 0, q.err
+	}
+	switch q.code {
+	case 0:
+		return orderID, nil
+	case 1:
+		return 0, errNotLoaded
+	case 2:
+		return 0, order.ErrSaleNotActive
+	case 3:
+		earlier, err := strconv.ParseInt(q.id, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("admit: earlier order id %q: %w", q.id, err)
+		}
+		return earlier, &order.AlreadyOrderedError{OrderID: earlier}
+	case 4:
+		return 0, order.ErrSoldOut
+	case 5:
+		return 0, fmt.Errorf("admit: order id %d already in the orders hash (void, or admitted by an earlier run of this call)", orderID)
+	}
+	return 0, fmt.Errorf("admit: unknown answer %d %q", q.code, q.id)
+}

@@ -1,0 +1,331 @@
+package async_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/async"
+	"github.com/seckill/seckill/internal/order"
+	"github.com/seckill/seckill/scripts/lua"
+)
+
+// admitCalls is a go-redis hook that records how many orders each call of the admission
+// script carried (once answered), and holds the first such call before it reaches Redis until release is
+// closed (entered is closed once it holds it): the other admissions of the voucher then
+// queue behind it, deterministically.
+type admitCalls struct {
+	sale    string
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	orders  []int
+}
+
+func newAdmitCalls(sale string) *admitCalls {
+	return &admitCalls{sale: sale, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// admission returns how many orders cmd carries when it is an admission call of the voucher.
+func (h *admitCalls) admission(cmd redis.Cmder) (int, bool) {
+	if n := cmd.Name(); n != "evalsha" && n != "eval" {
+		return 0, false
+	}
+	args := cmd.Args()
+	if len(args) < 9 || args[3] != h.sale {
+		return 0, false
+	}
+	return (len(args) - 9) / 2, true // evalsha sha 4 KEYS×4 voucher now, then pairs
+}
+
+// before holds the first admission call until release is closed.
+func (h *admitCalls) before(cmd redis.Cmder) {
+	if _, ok := h.admission(cmd); ok {
+		h.once.Do(func() {
+			close(h.entered)
+			<-h.release
+		})
+	}
+}
+
+// after records an admission call Redis answered, but not an EVALSHA it answered NOSCRIPT
+// (go-redis then sends the same call again as EVAL, which counts).
+func (h *admitCalls) after(cmd redis.Cmder) {
+	if n, ok := h.admission(cmd); ok && !noScript(cmd.Err()) {
+		h.mu.Lock()
+		h.orders = append(h.orders, n)
+		h.mu.Unlock()
+	}
+}
+
+// calls returns the orders of each admission call so far.
+func (h *admitCalls) calls() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]int(nil), h.orders...)
+}
+
+func (h *admitCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *admitCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.before(cmd)
+		err := next(ctx, cmd)
+		h.after(cmd)
+		return err
+	}
+}
+
+func (h *admitCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.before(c)
+		}
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.after(c)
+		}
+		return err
+	}
+}
+
+// placed is one Place's answer.
+type placed struct {
+	user, id int64
+	err      error
+}
+
+// placeAll runs Place for each user concurrently and returns the answers in users' order.
+func placeAll(ctx context.Context, svc *async.Service, voucherID int64, users ...int64) func() []placed {
+	out := make([]placed, len(users))
+	var wg sync.WaitGroup
+	for i, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id, err := svc.Place(ctx, u, voucherID)
+			out[i] = placed{user: u, id: id, err: err}
+		}()
+	}
+	return func() []placed { wg.Wait(); return out }
+}
+
+// heldWith starts user first's admission of voucherID on svc, whose client h hooks, waits
+// until h holds its call, then starts the others' one at a time, each once the one before it
+// queued behind that call, so that they queue in the order given.
+func heldWith(t *testing.T, f *fixture, svc *async.Service, h *admitCalls, voucherID int64, first int64, others ...int64) (func() []placed, func() []placed) {
+	t.Helper()
+	ctx := context.Background()
+	firstDone := placeAll(ctx, svc, voucherID, first)
+	select {
+	case <-h.entered:
+	case <-time.After(eventuallyBound):
+		t.Fatal("the first admission's call was not sent")
+	}
+	dones := make([]func() []placed, len(others))
+	for i, u := range others {
+		dones[i] = placeAll(ctx, svc, voucherID, u)
+		f.eventually("user "+strconv.FormatInt(u, 10)+" queues behind the first call", func() bool { return async.Queued(svc, voucherID) == i+1 })
+	}
+	return firstDone, func() []placed {
+		var out []placed
+		for _, d := range dones {
+			out = append(out, d()...)
+		}
+		return out
+	}
+}
+
+// hooked is a voucher of stock units loaded into Redis, and an admission service whose
+// admission calls of it an admitCalls hook watches.
+func hooked(t *testing.T, s store, cfg async.Config, stock int) (*fixture, int64, *admitCalls, *async.Service) {
+	t.Helper()
+	f := newFixture(t, s, cfg)
+	vid := f.voucher(stock)
+	require.NoError(t, f.loader.Load(context.Background(), vid))
+	sale, _, _, _, _ := async.KeysOf(vid)
+	h := newAdmitCalls(sale)
+	return f, vid, h, f.hookedService(h)
+}
+
+// TestAdmissionsOfAVoucherShareACall: the admissions of a voucher that arrive while its call
+// is under way are decided by one call of the script, each answered as if alone: a new user
+// admitted with an id of its own, the same user twice in one call admitted once and the
+// second answered already_ordered with the first's id, a user of an earlier call refused with
+// that order's id, and the stock, once too short, answered sold_out; the stock taken is what
+// was admitted, and the writer writes exactly those orders.
+func TestAdmissionsOfAVoucherShareACall(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f, vid, h, svc := hooked(t, s, async.Config{}, 4)
+			ctx := context.Background()
+			_, _, _, stream, _ := async.KeysOf(vid)
+
+			// User 1's call is held; 2, 3, 3 again, 1 again, 4, 5 and 6 queue behind it.
+			firstDone, rest := heldWith(t, f, svc, h, vid, 1, 2, 3, 3, 1, 4, 5, 6)
+			close(h.release)
+			first := firstDone()[0]
+			require.NoError(t, first.err)
+			answers := rest()
+
+			assert.Equal(t, []int{1, 7}, h.calls(), "one call for the first, one for the seven behind it")
+			admitted := map[int64]int64{first.id: 1}
+			var soldOut, again int
+			var threes []placed
+			for _, a := range answers {
+				var ao *order.AlreadyOrderedError
+				switch {
+				case a.err == nil:
+					admitted[a.id] = a.user
+				case errors.Is(a.err, order.ErrSoldOut):
+					soldOut++
+				case errors.As(a.err, &ao):
+					again++
+					if a.user == 1 {
+						assert.Equal(t, first.id, a.id, "user 1's earlier order, from the earlier call")
+					} else {
+						threes = append(threes, a)
+					}
+				default:
+					t.Fatalf("user %d: %v", a.user, a.err)
+				}
+			}
+			require.Len(t, admitted, 4, "four units, four orders: users 1, 2, 3 and 4")
+			assert.ElementsMatch(t, []int64{1, 2, 3, 4}, values(admitted))
+			assert.Equal(t, 2, soldOut, "users 5 and 6 came after the last unit")
+			assert.Equal(t, 2, again, "user 3's second order, user 1's second")
+			require.Len(t, threes, 1)
+			assert.Contains(t, admitted, threes[0].id, "user 3's second order is answered with the first's id")
+			assert.Equal(t, int64(3), admitted[threes[0].id])
+
+			n, err := f.rdb.XLen(ctx, stream).Result()
+			require.NoError(t, err)
+			assert.Equal(t, int64(4), n, "one entry per admitted order")
+			assert.Zero(t, f.book(vid).RedisStock)
+			f.writer("w", nil)
+			f.eventually("written", func() bool { return len(f.rows(vid)) == 4 })
+			f.judge(vid, 4, admitted)
+		})
+	}
+}
+
+func values(m map[int64]int64) []int64 {
+	out := make([]int64, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// TestAdmitBatchBoundsACall: the admissions queued behind a call go in calls of at most
+// Config.AdmitBatch orders; with 1, each has a call of its own and none queues.
+func TestAdmitBatchBoundsACall(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f, vid, h, svc := hooked(t, s, async.Config{AdmitBatch: 3}, 100)
+			ctx := context.Background()
+			firstDone, rest := heldWith(t, f, svc, h, vid, 1, 2, 3, 4, 5, 6, 7, 8)
+			close(h.release)
+			for _, a := range append(firstDone(), rest()...) {
+				require.NoError(t, a.err, "user %d", a.user)
+			}
+			assert.Equal(t, []int{1, 3, 3, 1}, h.calls())
+
+			f.cfg.AdmitBatch = 1
+			h1 := newAdmitCalls(h.sale)
+			close(h1.release)
+			one := f.hookedService(h1)
+			for _, a := range placeAll(ctx, one, vid, 11, 12, 13, 14)() {
+				require.NoError(t, a.err, "user %d", a.user)
+			}
+			assert.Equal(t, []int{1, 1, 1, 1}, h1.calls())
+			assert.Zero(t, async.Queued(one, vid))
+		})
+	}
+}
+
+// TestQueuedAdmissionPastItsDeadline: an admission whose deadline runs out while it waits
+// behind its voucher's call is answered unavailable, its id voided, and it is left out of the
+// next call: nothing admitted for it, no unit taken; the admission queued beside it is
+// decided as usual, and the voucher leaves the service's queues.
+func TestQueuedAdmissionPastItsDeadline(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			f, vid, h, svc := hooked(t, s, async.Config{}, 5)
+			ctx := context.Background()
+			firstDone, rest := heldWith(t, f, svc, h, vid, 1, 2)
+
+			short, cancel := context.WithCancel(ctx)
+			lateDone := placeAll(short, svc, vid, 3)
+			f.eventually("user 3 queues", func() bool { return async.Queued(svc, vid) == 2 })
+			cancel() // user 3's caller gives up while its admission waits
+			late := lateDone()[0]
+			require.ErrorIs(t, late.err, order.ErrUnavailable)
+
+			close(h.release)
+			require.NoError(t, firstDone()[0].err)
+			two := rest()[0]
+			require.NoError(t, two.err)
+			assert.Equal(t, []int{1, 1}, h.calls(), "user 3 was not sent")
+			_, ok, err := f.statuses.OrderOf(ctx, 3, vid)
+			require.NoError(t, err)
+			assert.False(t, ok, "user 3, answered 503, holds no order")
+			assert.Equal(t, int64(3), f.book(vid).RedisStock, "two units taken")
+			assert.Zero(t, async.Queued(svc, vid))
+		})
+	}
+}
+
+// TestAdmitScriptDecidesAsAlone runs async_admit.lua directly: a voided order id is refused
+// (5) and takes nothing, the window closed answers every order 2, a missing sale hash answers
+// {1} alone, and the stock written is the stock less the orders admitted.
+func TestAdmitScriptDecidesAsAlone(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := context.Background()
+			script := redis.NewScript(lua.AsyncAdmit)
+			keys := []string{"seckill:{voucher:9}:sale", "seckill:{voucher:9}:users", "seckill:{voucher:9}:orders", "seckill:{voucher:9}:stream"}
+			run := func(now int64, pairs ...any) []any {
+				t.Helper()
+				res, err := script.Run(ctx, s.rdb, keys, append([]any{9, now}, pairs...)...).Slice()
+				require.NoError(t, err)
+				return res
+			}
+			assert.Equal(t, []any{int64(1)}, run(1500, 1, 101), "no sale hash: nothing decided")
+
+			require.NoError(t, s.rdb.HSet(ctx, keys[0], "stock", 3, "begin", 1000, "end", 2000).Err())
+			require.NoError(t, s.rdb.HSet(ctx, keys[2], "102", "void").Err())
+			assert.Equal(t, []any{int64(0), "101", int64(5), "", int64(0), "103", int64(3), "101"},
+				run(1500, 1, 101, 2, 102, 3, 103, 1, 104))
+			stock, err := s.rdb.HGet(ctx, keys[0], "stock").Int()
+			require.NoError(t, err)
+			assert.Equal(t, 1, stock)
+			assert.Equal(t, []any{int64(2), "", int64(2), ""}, run(2000, 5, 105, 6, 106), "the window closed")
+			assert.Equal(t, []any{int64(0), "107", int64(4), ""}, run(1999, 7, 107, 8, 108))
+			users, err := s.rdb.HGetAll(ctx, keys[1]).Result()
+			require.NoError(t, err)
+			assert.Equal(t, map[string]string{"1": "101", "3": "103", "7": "107"}, users)
+			entries, err := s.rdb.XRange(ctx, keys[3], "-", "+").Result()
+			require.NoError(t, err)
+			var ids []string
+			for _, e := range entries {
+				ids = append(ids, e.Values["order"].(string))
+			}
+			assert.Equal(t, []string{"101", "103", "107"}, ids, "one entry per admitted order, in order")
+			st, err := s.rdb.HGet(ctx, keys[2], "103").Result()
+			require.NoError(t, err)
+			assert.Equal(t, "pending|3|1500", st)
+			stock, err = s.rdb.HGet(ctx, keys[0], "stock").Int()
+			require.NoError(t, err)
+			assert.Zero(t, stock)
+		})
+	}
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# abtest.sh — two or more settings of the asynchronous mode against each other, in alternating
+# rounds (what `make abtest` runs; the A/B figures of docs/loadtest.md come from it):
+#
+#   scripts/abtest.sh SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=128
+#   scripts/abtest.sh "SECKILL_STREAM_LINGER=2ms SECKILL_STREAM_BATCH=200" "SECKILL_STREAM_LINGER=50ms SECKILL_STREAM_BATCH=1000"
+#
+# Each argument is one setting: environment assignments for the instances. Each round, for
+# each setting in turn: a fresh redis-server of the run's own, scripts/cluster.sh up (two
+# instances behind nginx, async, a fresh database), a voucher with more stock than can sell,
+# then wrk through nginx, CONNECTIONS connections in a closed loop for DURATION seconds on
+# orders (every request a new user) and then the same on GET /healthz, with the CPU time of
+# each process read from /proc around each load. It prints, per round and setting, the
+# admissions/s, their p99, the /healthz/s of the same cluster, the ratio of the two (issue 10's
+# "≥ 50 % of the trivial endpoint"), and the CPU per answer of the instances, nginx, Redis and
+# MariaDB and of the whole machine. Rounds alternate the settings because this machine's speed
+# drifts by a third within minutes: a ratio of two settings is read round by round.
+# It exits 1 when a step fails or an order is answered other than 202; speed is printed, never
+# judged.
+#
+# Settings (environment):
+#   ROUNDS        rounds (default 3)
+#   DURATION      seconds of each load (default 10)
+#   CONNECTIONS   wrk's connections (default 64)
+#   AB_REDIS_PORT the run's own redis-server (default 16388)
+#   LOADTEST_DSN  the instances' database (default .../seckill_abtest, dropped and created per run)
+#   OUT           results directory (default run/abtest)
+#   CLUSTER_BASE_PORT, CLUSTER_NGINX_PORT   as for scripts/cluster.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+(($# >= 1)) || { sed -n '2,27p' "$0" >&2; exit 2; }
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-64}
+OUT=${OUT:-$ROOT/run/abtest}
+NGINX_PORT=${CLUSTER_NGINX_PORT:-8080}
+LOADTEST_DSN=${LOADTEST_DSN:-'root:@tcp(127.0.0.1:3306)/seckill_abtest?parseTime=true&loc=UTC'}
+ADMIN_TOKEN=abtest-admin-token
+((DURATION >= 4 && ROUNDS >= 1)) || { echo "abtest: want DURATION >= 4 seconds and ROUNDS >= 1" >&2; exit 2; }
+scripts/cluster.sh ensure-pkg wrk wrk
+mkdir -p "$OUT"
+
+# shellcheck source=own-redis.sh
+source scripts/own-redis.sh
+# shellcheck source=ticks.sh
+source scripts/ticks.sh
+export SECKILL_ORDER_MODE=async SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
+
+# The run's own database, dropped before each setting and at the end: no voucher of the run is
+# left on sale for another async instance on it to load.
+DB=$(sed -n 's|.*/\([A-Za-z_0-9]*\)?.*|\1|p' <<<"$LOADTEST_DSN")
+[[ $DB == seckill_* ]] || { echo "abtest: LOADTEST_DSN must name a database seckill_*, the run's own (it is dropped)" >&2; exit 2; }
+stop() {
+	scripts/cluster.sh down >/dev/null 2>&1 || true
+	own_redis_stop
+	mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB" 2>/dev/null || true
+}
+trap stop EXIT
+
+listener_pid() { ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1; }
+machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
+
+# load NAME LUA: wrk on LUA; prints "rate p99ms inst nginx redis mariadb machine busy%" (CPU in µs
+# per answer) and fails unless every answer was 2xx.
+load() {
+	local name=$1 lua=$2 i0 n0 r0 d0 m0 i1 n1 r1 d1 m1
+	i0=$(ticks "${inst[@]}"); n0=$(ticks "${ngx[@]}"); r0=$(ticks "$redis_pid"); d0=$(ticks "$maria_pid"); m0=$(machine_ticks)
+	VOUCHER_ID=$voucher USER_BASE=$((3000000000 + RANDOM * 100000)) \
+		wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "loadtest/wrk/$lua" "http://127.0.0.1:$NGINX_PORT" >"$OUT/$name.txt" 2>&1 ||
+		{ cat "$OUT/$name.txt" >&2; return 1; }
+	i1=$(ticks "${inst[@]}"); n1=$(ticks "${ngx[@]}"); r1=$(ticks "$redis_pid"); d1=$(ticks "$maria_pid"); m1=$(machine_ticks)
+	if grep -q 'Non-2xx\|Socket errors' "$OUT/$name.txt"; then
+		cat "$OUT/$name.txt" >&2
+		echo "abtest: FAILED: every answer must be 2xx" >&2
+		return 1
+	fi
+	awk -v hz="$(getconf CLK_TCK)" -v f="$OUT/$name.txt" -v i=$((i1 - i0)) -v g=$((n1 - n0)) -v r=$((r1 - r0)) -v d=$((d1 - d0)) \
+		-v m0="$m0" -v m1="$m1" 'BEGIN {
+			while ((getline l < f) > 0) {
+				if (l ~ /requests in/) { split(l, w, " "); n = w[1]; s = w[4]; sub(/s,$/, "", s) }
+				if (l ~ /^ +99%/) { split(l, w, " "); p = w[2]; v = p + 0; if (p ~ /us$/) v /= 1000; else if (p ~ /[0-9]s$/ && p !~ /ms$/) v *= 1000; p99 = v }
+			}
+			split(m0, a, " "); split(m1, b, " ")
+			u = 1e6 / hz / n
+			printf "%.0f %.1f %.1f %.1f %.1f %.1f %.1f %.0f\n", n / s, p99, i * u, g * u, r * u, d * u, (b[1] - a[1]) * u, 100 * (b[1] - a[1]) / (b[2] - a[2])
+		}'
+}
+
+echo "== $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(uptime | sed 's/.*load average/load average/')"
+echo "== $ROUNDS rounds of, for each setting: wrk -t2 -c$CONNECTIONS -d${DURATION}s on orders, then on GET /healthz; CPU in µs per answer"
+printf '%-5s %-44s %9s %7s %9s %6s | %s\n' round setting "orders/s" "p99 ms" "healthz/s" ratio \
+	"orders: inst nginx redis maria machine busy% | healthz: inst nginx machine" | tee "$OUT/rounds.txt"
+for ((r = 1; r <= ROUNDS; r++)); do
+	for setting in "$@"; do
+		stop
+		own_redis_start abtest "${AB_REDIS_PORT:-16388}" "$OUT/redis"
+		# shellcheck disable=SC2086 # the setting's assignments, split on purpose
+		env $setting scripts/cluster.sh up >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
+		now=$(date -u +%s)
+		voucher=$(curl -fsS -X POST "http://127.0.0.1:$NGINX_PORT/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" -H "Content-Type: application/json" \
+			-d "{\"title\":\"abtest $now\",\"stock\":100000000,\"beginTime\":\"$(date -u -d @$((now - 60)) +%FT%TZ)\",\"endTime\":\"$(date -u -d @$((now + 3600)) +%FT%TZ)\"}" |
+			sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+		[[ -n $voucher ]] || { echo "abtest: could not create the voucher" >&2; exit 1; }
+		run=${CLUSTER_RUN_DIR:-$ROOT/run/cluster}
+		ngx=("$(cat "$run/nginx.pid")")
+		mapfile -t -O 1 ngx < <(pgrep -P "${ngx[0]}")
+		mapfile -t inst < <(cat "$run"/seckill-*.pid)
+		redis_pid=$own_redis_pid
+		maria_pid=$(listener_pid 3306)
+		read -r orate op99 oi on or od om ob <<<"$(load "order-$r" order.lua)"
+		read -r hrate _ hi hn _ _ hm _ <<<"$(load "healthz-$r" healthz.lua)"
+		printf '%-5s %-44s %9s %7s %9s %6s | %s %s %s %s %s %s%% | %s %s %s\n' "$r" "$setting" "$orate" "$op99" "$hrate" \
+			"$(awk -v a="$orate" -v b="$hrate" 'BEGIN { printf "%.3f", a / b }')" "$oi" "$on" "$or" "$od" "$om" "$ob" "$hi" "$hn" "$hm" | tee -a "$OUT/rounds.txt"
+	done
+done
+stop
+trap - EXIT
