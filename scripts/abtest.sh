@@ -2,7 +2,7 @@
 # abtest.sh — two or more settings of the asynchronous mode against each other, in alternating
 # rounds (what `make abtest` runs; the A/B figures of docs/loadtest.md come from it):
 #
-#   scripts/abtest.sh SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=128
+#   scripts/abtest.sh SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=32
 #   scripts/abtest.sh "SECKILL_STREAM_LINGER=2ms SECKILL_STREAM_BATCH=200" "SECKILL_STREAM_LINGER=50ms SECKILL_STREAM_BATCH=1000"
 #
 # Each argument is one setting: environment assignments for the instances. Each round, for
@@ -11,8 +11,8 @@
 # then wrk through nginx, CONNECTIONS connections in a closed loop for DURATION seconds on
 # orders (every request a new user) and then the same on GET /healthz, with the CPU time of
 # each process read from /proc around each load. It prints, per round and setting, the
-# admissions/s, their p99, the /healthz/s of the same cluster, the ratio of the two (issue 10's
-# "≥ 50 % of the trivial endpoint"), and the CPU per answer of the instances, nginx, Redis and
+# admissions/s, their p99, the /healthz/s of the same cluster, the ratio of the two (the
+# admission ceiling as a share of the trivial endpoint's), and the CPU per answer of the instances, nginx, Redis and
 # MariaDB and of the whole machine. Rounds alternate the settings because this machine's speed
 # drifts by a third within minutes: a ratio of two settings is read round by round.
 # It exits 1 when a step fails or an order is answered other than 202; speed is printed, never

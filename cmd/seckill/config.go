@@ -71,7 +71,7 @@ var settings = []envFlag{
 	{"SECKILL_ZOOKEEPER_ADDRS", "zookeeper-addrs", "127.0.0.1:2181", "comma-separated host:port of the ZooKeeper ensemble of SECKILL_LOCK=zookeeper"},
 	{"SECKILL_ETCD_ENDPOINTS", "etcd-endpoints", "127.0.0.1:2379", "comma-separated host:port of the etcd cluster of SECKILL_LOCK=etcd"},
 	{"SECKILL_ORDER_MODE", "order-mode", "sync", "sync: each order one database transaction (201); async: admitted in Redis (202 pending), written by the stream writer"},
-	{"SECKILL_ADMIT_BATCH", "admit-batch", strconv.Itoa(async.DefaultAdmitBatch), "async: most orders of one voucher one admission script call decides: those that arrived while its previous call was under way (1 to 1024; 1: a call per order)"},
+	{"SECKILL_ADMIT_BATCH", "admit-batch", strconv.Itoa(async.DefaultAdmitBatch), "async: most orders of one voucher one admission script call decides: those that arrived while its previous call was under way (1 to 256; 1: a call per order)"},
 	{"SECKILL_STREAM_BATCH", "stream-batch", strconv.Itoa(async.DefaultBatch), "async: most orders the writer commits in one transaction (1 to 5000)"},
 	{"SECKILL_STREAM_LINGER", "stream-linger", async.DefaultLinger.String(), "async: how long the writer waits for a batch to fill"},
 	{"SECKILL_STREAM_CLAIM_IDLE", "stream-claim-idle", async.DefaultClaimIdle.String(), "async: idle time after which another instance's unacknowledged orders are claimed (XAUTOCLAIM)"},

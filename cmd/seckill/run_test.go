@@ -562,7 +562,7 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ORDER_DELAY": "soon"}, "SECKILL_ORDER_DELAY"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_STREAM_BATCH": "5001"}, `SECKILL_STREAM_BATCH="5001": want a number from 1 to 5000`},
 		{[]string{"seckill", "serve", "-stream-batch", "0"}, nil, "SECKILL_STREAM_BATCH"},
-		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ADMIT_BATCH": "1025"}, `SECKILL_ADMIT_BATCH="1025": want a number from 1 to 1024`},
+		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_ADMIT_BATCH": "257"}, `SECKILL_ADMIT_BATCH="257": want a number from 1 to 256`},
 		{[]string{"seckill", "serve", "-admit-batch", "0"}, nil, "SECKILL_ADMIT_BATCH"},
 		{[]string{"seckill", "serve"}, map[string]string{"SECKILL_STREAM_MAX_ATTEMPTS": "0"}, `SECKILL_STREAM_MAX_ATTEMPTS="0": want a number, 1 or more`},
 		{[]string{"seckill", "migrate"}, nil, "SECKILL_MYSQL_DSN"},

@@ -2,7 +2,9 @@ package async
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,13 +22,19 @@ import (
 // still share the automatic pipeliner's writes.
 //
 // One call per voucher is under way at a time from an instance: a second would carry half the
-// orders at the same cost per call. The queue is bounded by Config.MaxInflight (each waiting
-// admission holds one of Place's slots), and each waits within its own deadline: an admission
-// whose deadline ran out is settled by Place as any call without an answer (async_settle.lua
-// voids its id when the script has not admitted it, so a call that carries it later admits
-// nothing), and one whose deadline ran out before its batch was sent is left out of it.
+// orders at the same cost per call. Each admission waits within its own context. One whose
+// context ends while it is still queued takes itself out of the queue before it returns (not
+// sent, nothing admitted: Place answers 503 without asking Redis), so the queues hold only
+// admissions that hold one of Place's slots and are bounded by Config.MaxInflight. One whose
+// context ends while its call is under way is settled by Place as any call without an answer
+// (async_settle.lua voids its id unless the script admitted it, and the script, should it run
+// after that, admits nothing).
 
-// queued is one admission waiting for its batch's answer.
+// errNotSent: the admission's context ended before its call was sent; nothing was admitted.
+var errNotSent = errors.New("admit: not sent before the admission's deadline")
+
+// queued is one admission waiting for its batch's answer. It keeps its request's context, as an
+// envelope does: the call that carries it reads its deadline and whether it ended.
 type queued struct {
 	ctx         context.Context
 	user, order int64
@@ -78,7 +86,7 @@ func (s *Service) nextBatch(voucherID int64, aq *admitQueue) []*queued {
 	for _, q := range aq.waiting {
 		n++
 		if err := context.Cause(q.ctx); err != nil {
-			q.err = fmt.Errorf("admit: not sent: %w", err)
+			q.err = fmt.Errorf("%w: %w", errNotSent, err)
 			close(q.done)
 			continue
 		}
@@ -129,11 +137,37 @@ func (s *Service) admitBatch(voucherID int64, batch []*queued) {
 		case len(res) != 2*len(batch):
 			q.err = fmt.Errorf("admit: script returned %d values for %d orders", len(res), len(batch))
 		default:
-			q.code, _ = res[2*i].(int64)
-			q.id, _ = res[2*i+1].(string)
+			code, ok := res[2*i].(int64)
+			id, idOK := res[2*i+1].(string)
+			if !ok || !idOK {
+				q.err = fmt.Errorf("admit: script returned %v, %v for order %d", res[2*i], res[2*i+1], q.order)
+				break
+			}
+			q.code, q.id = code, id
 		}
 		close(q.done)
 	}
+}
+
+// withdraw is what an admission whose context ended does: still queued, it leaves the queue
+// and returns errNotSent; answered meanwhile (its call came back, or nextBatch left it out), it
+// returns nil and the answer stands; in a call under way, it returns the context's error, which
+// Place settles.
+func (s *Service) withdraw(voucherID int64, q *queued) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-q.done:
+		return nil
+	default:
+	}
+	if aq := s.queues[voucherID]; aq != nil {
+		if i := slices.Index(aq.waiting, q); i >= 0 {
+			aq.waiting = slices.Delete(aq.waiting, i, i+1)
+			return fmt.Errorf("%w: %w", errNotSent, context.Cause(q.ctx))
+		}
+	}
+	return fmt.Errorf("admit: %w", context.Cause(q.ctx))
 }
 
 // admit decides userID's order orderID of voucherID: in a batch with the other admissions of
@@ -147,7 +181,9 @@ func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (
 		select {
 		case <-q.done:
 		case <-ctx.Done():
-			return 0, fmt.Errorf("admit: %w", context.Cause(ctx))
+			if err := s.withdraw(voucherID, q); err != nil {
+				return 0, err
+			}
 		}
 	}
 	if q.err != nil {

@@ -18,20 +18,26 @@ import (
 )
 
 // admitCalls is a go-redis hook that records how many orders each call of the admission
-// script carried (once answered), and holds the first such call before it reaches Redis until release is
-// closed (entered is closed once it holds it): the other admissions of the voucher then
-// queue behind it, deterministically.
+// script carried (once answered), and holds each of the first len(entered) such calls before it
+// reaches Redis until its release is closed (its entered is closed once it holds it): the
+// other admissions of the voucher then queue behind it, deterministically. The script is
+// loaded before (hooked), so that no EVALSHA is answered NOSCRIPT and sent again.
 type admitCalls struct {
 	sale    string
-	entered chan struct{}
-	release chan struct{}
-	once    sync.Once
+	entered []chan struct{}
+	release []chan struct{}
 	mu      sync.Mutex
+	sent    int
 	orders  []int
 }
 
-func newAdmitCalls(sale string) *admitCalls {
-	return &admitCalls{sale: sale, entered: make(chan struct{}), release: make(chan struct{})}
+func newAdmitCalls(sale string, held int) *admitCalls {
+	h := &admitCalls{sale: sale}
+	for range held {
+		h.entered = append(h.entered, make(chan struct{}))
+		h.release = append(h.release, make(chan struct{}))
+	}
+	return h
 }
 
 // admission returns how many orders cmd carries when it is an admission call of the voucher.
@@ -46,13 +52,18 @@ func (h *admitCalls) admission(cmd redis.Cmder) (int, bool) {
 	return (len(args) - 9) / 2, true // evalsha sha 4 KEYS×4 voucher now, then pairs
 }
 
-// before holds the first admission call until release is closed.
+// before holds the admission calls to hold until their release.
 func (h *admitCalls) before(cmd redis.Cmder) {
-	if _, ok := h.admission(cmd); ok {
-		h.once.Do(func() {
-			close(h.entered)
-			<-h.release
-		})
+	if _, ok := h.admission(cmd); !ok {
+		return
+	}
+	h.mu.Lock()
+	n := h.sent
+	h.sent++
+	h.mu.Unlock()
+	if n < len(h.entered) {
+		close(h.entered[n])
+		<-h.release[n]
 	}
 }
 
@@ -118,6 +129,16 @@ func placeAll(ctx context.Context, svc *async.Service, voucherID int64, users ..
 	return func() []placed { wg.Wait(); return out }
 }
 
+// waitEntered waits until h holds its call n (from 0).
+func waitEntered(t *testing.T, h *admitCalls, n int) {
+	t.Helper()
+	select {
+	case <-h.entered[n]:
+	case <-time.After(eventuallyBound):
+		t.Fatalf("admission call %d was not sent", n+1)
+	}
+}
+
 // heldWith starts user first's admission of voucherID on svc, whose client h hooks, waits
 // until h holds its call, then starts the others' one at a time, each once the one before it
 // queued behind that call, so that they queue in the order given.
@@ -125,11 +146,7 @@ func heldWith(t *testing.T, f *fixture, svc *async.Service, h *admitCalls, vouch
 	t.Helper()
 	ctx := context.Background()
 	firstDone := placeAll(ctx, svc, voucherID, first)
-	select {
-	case <-h.entered:
-	case <-time.After(eventuallyBound):
-		t.Fatal("the first admission's call was not sent")
-	}
+	waitEntered(t, h, 0)
 	dones := make([]func() []placed, len(others))
 	for i, u := range others {
 		dones[i] = placeAll(ctx, svc, voucherID, u)
@@ -145,14 +162,18 @@ func heldWith(t *testing.T, f *fixture, svc *async.Service, h *admitCalls, vouch
 }
 
 // hooked is a voucher of stock units loaded into Redis, and an admission service whose
-// admission calls of it an admitCalls hook watches.
-func hooked(t *testing.T, s store, cfg async.Config, stock int) (*fixture, int64, *admitCalls, *async.Service) {
+// admission calls of it an admitCalls hook watches, holding the first held. Its admissions'
+// deadline is long (30 s): the tests end the ones they mean to end themselves.
+func hooked(t *testing.T, s store, cfg async.Config, stock, held int) (*fixture, int64, *admitCalls, *async.Service) {
 	t.Helper()
+	ctx := context.Background()
+	cfg.Timeout = 30 * time.Second
 	f := newFixture(t, s, cfg)
 	vid := f.voucher(stock)
-	require.NoError(t, f.loader.Load(context.Background(), vid))
+	require.NoError(t, f.loader.Load(ctx, vid))
+	require.NoError(t, redis.NewScript(lua.AsyncAdmit).Load(ctx, f.rdb).Err())
 	sale, _, _, _, _ := async.KeysOf(vid)
-	h := newAdmitCalls(sale)
+	h := newAdmitCalls(sale, held)
 	return f, vid, h, f.hookedService(h)
 }
 
@@ -165,13 +186,13 @@ func hooked(t *testing.T, s store, cfg async.Config, stock int) (*fixture, int64
 func TestAdmissionsOfAVoucherShareACall(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
-			f, vid, h, svc := hooked(t, s, async.Config{}, 4)
+			f, vid, h, svc := hooked(t, s, async.Config{}, 4, 1)
 			ctx := context.Background()
 			_, _, _, stream, _ := async.KeysOf(vid)
 
 			// User 1's call is held; 2, 3, 3 again, 1 again, 4, 5 and 6 queue behind it.
 			firstDone, rest := heldWith(t, f, svc, h, vid, 1, 2, 3, 3, 1, 4, 5, 6)
-			close(h.release)
+			close(h.release[0])
 			first := firstDone()[0]
 			require.NoError(t, first.err)
 			answers := rest()
@@ -230,18 +251,17 @@ func values(m map[int64]int64) []int64 {
 func TestAdmitBatchBoundsACall(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
-			f, vid, h, svc := hooked(t, s, async.Config{AdmitBatch: 3}, 100)
+			f, vid, h, svc := hooked(t, s, async.Config{AdmitBatch: 3}, 100, 1)
 			ctx := context.Background()
 			firstDone, rest := heldWith(t, f, svc, h, vid, 1, 2, 3, 4, 5, 6, 7, 8)
-			close(h.release)
+			close(h.release[0])
 			for _, a := range append(firstDone(), rest()...) {
 				require.NoError(t, a.err, "user %d", a.user)
 			}
 			assert.Equal(t, []int{1, 3, 3, 1}, h.calls())
 
 			f.cfg.AdmitBatch = 1
-			h1 := newAdmitCalls(h.sale)
-			close(h1.release)
+			h1 := newAdmitCalls(h.sale, 0)
 			one := f.hookedService(h1)
 			for _, a := range placeAll(ctx, one, vid, 11, 12, 13, 14)() {
 				require.NoError(t, a.err, "user %d", a.user)
@@ -252,34 +272,88 @@ func TestAdmitBatchBoundsACall(t *testing.T) {
 	}
 }
 
-// TestQueuedAdmissionPastItsDeadline: an admission whose deadline runs out while it waits
-// behind its voucher's call is answered unavailable, its id voided, and it is left out of the
-// next call: nothing admitted for it, no unit taken; the admission queued beside it is
-// decided as usual, and the voucher leaves the service's queues.
-func TestQueuedAdmissionPastItsDeadline(t *testing.T) {
+// TestQueuedAdmissionWithdrawn: an admission whose context ends (its caller gone, or its
+// deadline) while it waits behind its voucher's call takes itself out of the queue and is
+// answered unavailable without a call: nothing admitted for it, no unit taken, and the queue
+// holds only admissions still waiting, so it stays within the instance's MaxInflight (before,
+// a withdrawn admission stayed queued until the call came back, and any number of them could
+// pile up behind a call that hung). The admission queued beside it is decided as usual, and the
+// voucher leaves the service's queues.
+func TestQueuedAdmissionWithdrawn(t *testing.T) {
+	for _, s := range stores(t) {
+		for _, how := range []string{"cancelled", "deadline"} {
+			t.Run(s.name+"/"+how, func(t *testing.T) {
+				f, vid, h, svc := hooked(t, s, async.Config{MaxInflight: 4}, 5, 1)
+				ctx := context.Background()
+				firstDone, rest := heldWith(t, f, svc, h, vid, 1, 2)
+
+				// Ten admissions, one after another, each withdrawn while queued: with
+				// MaxInflight 4, the queue never holds more than the two waiting.
+				for u := int64(3); u <= 12; u++ {
+					var late placed
+					if how == "cancelled" {
+						c, cancel := context.WithCancel(ctx)
+						done := placeAll(c, svc, vid, u)
+						f.eventually("the admission queues", func() bool { return async.Queued(svc, vid) == 2 })
+						cancel()
+						late = done()[0]
+					} else {
+						c, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+						late = placeAll(c, svc, vid, u)()[0]
+						cancel()
+					}
+					require.ErrorIs(t, late.err, order.ErrUnavailable, "user %d", u)
+					assert.Equal(t, 1, async.Queued(svc, vid), "user %d left the queue", u)
+				}
+
+				close(h.release[0])
+				require.NoError(t, firstDone()[0].err)
+				require.NoError(t, rest()[0].err)
+				assert.Equal(t, []int{1, 1}, h.calls(), "none of the withdrawn was sent")
+				for u := int64(3); u <= 12; u++ {
+					_, ok, err := f.statuses.OrderOf(ctx, u, vid)
+					require.NoError(t, err)
+					assert.False(t, ok, "user %d, answered 503, holds no order", u)
+				}
+				assert.Equal(t, int64(3), f.book(vid).RedisStock, "two units taken")
+				assert.Zero(t, async.Queued(svc, vid))
+			})
+		}
+	}
+}
+
+// TestAdmissionCancelledInFlight: an admission whose context ends while the call that carries
+// it, with another admission, is on its way is settled as any call without an answer: its id
+// voided before the call runs, so the call admits the other and not it; it is answered
+// unavailable and holds no order, and only the other's unit is taken.
+func TestAdmissionCancelledInFlight(t *testing.T) {
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
-			f, vid, h, svc := hooked(t, s, async.Config{}, 5)
+			f, vid, h, svc := hooked(t, s, async.Config{}, 5, 2)
 			ctx := context.Background()
 			firstDone, rest := heldWith(t, f, svc, h, vid, 1, 2)
-
-			short, cancel := context.WithCancel(ctx)
-			lateDone := placeAll(short, svc, vid, 3)
+			c, cancel := context.WithCancel(ctx)
+			lateDone := placeAll(c, svc, vid, 3)
 			f.eventually("user 3 queues", func() bool { return async.Queued(svc, vid) == 2 })
-			cancel() // user 3's caller gives up while its admission waits
+
+			close(h.release[0]) // the first call returns; the next carries users 2 and 3 and is held
+			require.NoError(t, firstDone()[0].err)
+			waitEntered(t, h, 1)
+			cancel()
 			late := lateDone()[0]
 			require.ErrorIs(t, late.err, order.ErrUnavailable)
-
-			close(h.release)
-			require.NoError(t, firstDone()[0].err)
+			close(h.release[1])
 			two := rest()[0]
 			require.NoError(t, two.err)
-			assert.Equal(t, []int{1, 1}, h.calls(), "user 3 was not sent")
+
+			assert.Equal(t, []int{1, 2}, h.calls())
 			_, ok, err := f.statuses.OrderOf(ctx, 3, vid)
 			require.NoError(t, err)
 			assert.False(t, ok, "user 3, answered 503, holds no order")
-			assert.Equal(t, int64(3), f.book(vid).RedisStock, "two units taken")
-			assert.Zero(t, async.Queued(svc, vid))
+			assert.Equal(t, int64(3), f.book(vid).RedisStock, "the units of users 1 and 2")
+			f.writer("w", nil)
+			f.eventually("written", func() bool { return len(f.rows(vid)) == 2 })
+			f.judge(vid, 5, map[int64]int64{firstDone()[0].id: 1, two.id: 2})
 		})
 	}
 }

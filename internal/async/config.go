@@ -32,12 +32,14 @@ const MaxBatch = 5000
 // goroutines and memory a hung Redis can gather before the admissions time out.
 const DefaultMaxInflight = 1024
 
-// DefaultAdmitBatch is the default of Config.AdmitBatch, and MaxAdmitBatch its bound: a call of
-// 128 orders keeps Redis busy for well under a millisecond, and its arguments far below any
-// limit of Redis's.
+// DefaultAdmitBatch is the default of Config.AdmitBatch, and MaxAdmitBatch its bound. A call
+// blocks Redis, for every voucher, while it runs: on a 2 vCPU AMD EPYC (2026-11-27, INFO
+// commandstats of a redis-server of its own, 20 calls each) a call of 1 order took 36 µs, of 8
+// 72 µs (9 µs an order), of 128 1.3 ms and of 1,024 9.4 ms (9–10 µs an order). The share of
+// the call's own cost is gone by 8 orders; 32 keeps a call near a third of a millisecond.
 const (
-	DefaultAdmitBatch = 128
-	MaxAdmitBatch     = 1024
+	DefaultAdmitBatch = 32
+	MaxAdmitBatch     = 256
 )
 
 // Config tunes the asynchronous mode. Zero fields take the defaults above.

@@ -148,3 +148,10 @@ func Queued(s *Service, voucherID int64) int {
 	}
 	return 0
 }
+
+// Queues is how many vouchers have admissions waiting at s, or a call under way.
+func Queues(s *Service) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queues)
+}

@@ -107,6 +107,8 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 			return 0, order.ResultSoldOut, err
 		case errors.Is(err, order.ErrSaleNotActive):
 			return 0, order.ResultSaleNotActive, err
+		case errors.Is(err, errNotSent):
+			return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		default:
 			if s.admitted(ctx, userID, voucherID, orderID) {
 				return orderID, resultAdmitted, nil

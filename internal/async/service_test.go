@@ -126,6 +126,8 @@ func TestWriteStorm(t *testing.T) {
 				}
 			}
 			wg.Wait()
+			// The last sender forgets its voucher once it finds its queue empty, after answering.
+			f.eventually("no admission queue left behind", func() bool { return async.Queues(f.svc) == 0 })
 			require.Len(t, admitted, stock)
 			f.eventually("every admitted order written", func() bool { return len(f.rows(vid)) == stock })
 			assert.Equal(t, admitted, f.rows(vid), "rows are exactly the admitted orders")
