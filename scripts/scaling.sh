@@ -8,7 +8,10 @@
 #      nginx + instances on this machine, measured in the same run). With 2 instances, the
 #      same for every connection count in CONNECTIONS_LIST.
 #      In async mode every point ends with `harness drain`: the writers empty the backlog before
-#      the next point, and the time they take is their drain rate.
+#      the next point, and the time they take is their drain rate; with 2 instances, GET /healthz
+#      follows on the same async cluster (adjacent.csv), so that the ratio of admissions to the
+#      trivial endpoint is also judged on two loads seconds apart, not minutes (the sync
+#      sweep's /healthz), which a drift of a shared machine's speed would move.
 #   2. bin/harness baseline: the single-order transaction straight at MariaDB from CONNECTIONS
 #      goroutines (the DB baseline of docs/loadtest.md).
 #   3. async, 2 instances: an open loop at 80% of the admission ceiling (the best point of the
@@ -150,7 +153,24 @@ point() {
 	echo "$sweep,$mode,$n,$c,$ok,$p99" >>"$OUT/points.csv"
 	if [[ $mode == async ]]; then
 		bin/harness drain -dsn "$LOADTEST_DSN" -redis "$REDIS_ADDR" -voucher "$voucher" -out "$OUT/drain-$n-$c.json" | tee -a "$OUT/points.txt"
+		if [[ $n == 2 ]]; then adjacent "$c" "$ok"; fi
 	fi
+}
+
+# adjacent C ASYNC: GET /healthz on the async cluster that just answered ASYNC admissions/s at C
+# connections (2 instances), right after its drain: the same nginx and instances within
+# DURATION seconds, so that a drift of the machine's speed between the sync and async sweeps
+# (minutes apart) does not land on one side of the ratio of the two. Appends "C,ASYNC,HEALTHZ" to
+# adjacent.csv (not to points.csv: the chart's /healthz points stay the sync sweep's).
+adjacent() {
+	local c=$1 a=$2 f=$OUT/wrk-adjacent-healthz-2-$1.txt json ok
+	VOUCHER_ID=$voucher wrk -t2 -c"$c" -d"${DURATION}s" --timeout 10s -s loadtest/wrk/healthz.lua "$BASE" >"$f" 2>&1 || { cat "$f" >&2; exit 1; }
+	json=$(sed -n 's/^wrk-json //p' "$f")
+	[[ -n $json ]] || { cat "$f" >&2; echo "scaling: no figures from wrk" >&2; exit 1; }
+	ok=$(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print("%.1f" % ((j["requests"]-j["non2xx"])/j["seconds"]))' "$json")
+	printf '%-11s %-7s %2d inst %4d conns: %9.1f 2xx/s  (on the async cluster, right after its admissions: %.1f/s, ratio %.2f)\n' adjacent healthz 2 "$c" "$ok" "$a" \
+		"$(awk -v a="$a" -v h="$ok" 'BEGIN { print (h > 0 ? a / h : 0) }')" | tee -a "$OUT/points.txt"
+	echo "$c,$a,$ok" >>"$OUT/adjacent.csv"
 }
 
 log "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(machine) (before)"
@@ -254,7 +274,8 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 {
 	echo "scaling summary ($(date -u +%FT%TZ), $(nproc) cores, $(machine) after)"
 	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v p="${p99_80:-}" -v c="$CONNECTIONS" \
-		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" -v sab="${sync_at_async_best:-0}" -v hbb="${healthz_best:-0}" -v hbc="${healthz_best_c:-0}" 'BEGIN {
+		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" -v sab="${sync_at_async_best:-0}" -v hbb="${healthz_best:-0}" -v hbc="${healthz_best_c:-0}" \
+		-v adj="$(tr '\n' ' ' <"$OUT/adjacent.csv" 2>/dev/null)" -v dur="$DURATION" 'BEGIN {
 		printf "  at %d connections, 2 instances: sync %.1f orders/s, async %.1f admissions/s, GET /healthz %.1f/s\n", c, s, a, h
 		printf "  best of the connection sweep:   sync %.1f (%d connections), async %.1f (%d connections; GET /healthz %.1f there)\n", sb, sbc, ab, abc, hb
 		printf "  DB baseline (%d workers)        %.1f orders/s\n", c, b
@@ -264,6 +285,19 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 			# Not judged: past the nginx order gate (32 per instance) sync sheds with 503, and the
 			# CPU its 503s take lowers its 2xx/s, so there it is not the ceiling of sync.
 			if (sab > 0) printf "  async / sync at the async best (%d conns) %6.1fx  (not judged: sync sheds past its order gate there)\n", abc, ab / sab
+		}
+		if (adj != "") {
+			# The same nginx + instances on /healthz right after the admissions (adjacent.csv):
+			# ratios a drift of the machine between the sweeps, minutes apart, cannot move.
+			n = split(adj, pairs, " ")
+			for (i = 1; i <= n; i++) {
+				split(pairs[i], x, ",")
+				if (x[1] == c && x[3] > 0) r64 = x[2] / x[3]
+				if (x[3] > hmax) { hmax = x[3]; hmaxc = x[1] }
+			}
+			printf "  async / healthz, /healthz on the async cluster right after each admission point:\n"
+			printf "    at %d connections   %6.2f  (goal >= 0.50)  %s\n", c, r64, r64 >= 0.5 ? "met" : "NOT met"
+			if (hmax > 0) printf "    async best / the best of those /healthz (%d against %d conns) %6.2f  (goal >= 0.50)  %s\n", abc, hmaxc, ab / hmax, ab >= 0.5 * hmax ? "met" : "NOT met"
 		}
 		if (h > 0 && hb > 0) {
 			printf "  async / healthz at %d connections %6.2f  (goal >= 0.50)  %s\n", c, a / h, a >= 0.5 * h ? "met" : "NOT met"
