@@ -59,8 +59,6 @@ stop() {
 }
 trap stop EXIT
 
-listener_pid() { ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1; }
-machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
 
 # load NAME LUA: wrk on LUA; prints "rate p99ms inst nginx redis mariadb machine busy%" (CPU in µs
 # per answer) and fails unless every answer was 2xx.

@@ -55,12 +55,8 @@ rm -f "$OUT"/*.txt "$OUT"/*.json "$OUT"/*.pprof
 export SECKILL_LOCK=${LOCK:-redis} SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
 [[ ${PPROF:-0} == 1 ]] && export CLUSTER_PPROF_BASE_PORT=$((BASE_PORT + 50))
 
-# listener_pid PORT: the process listening on 127.0.0.1:PORT (a shared server: read, never touched).
-listener_pid() { ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1; }
-
 # shellcheck source=ticks.sh
 source scripts/ticks.sh
-machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
 
 # The process groups whose CPU is sampled: name → pids.
 declare -A groups

@@ -1,9 +1,11 @@
 # shellcheck shell=bash
-# ticks.sh — sourced by scripts/capacity.sh and scripts/scaling.sh: the CPU time of processes,
+# ticks.sh — sourced by scripts/capacity.sh, scripts/scaling.sh and scripts/abtest.sh: the CPU time of processes,
 # read from /proc, for the figures of CPU per answer in docs/loadtest.md.
 #
 #   ticks PID...   user+system CPU time of the processes so far, in clock ticks (0 for one
 #                  that is gone); divide by `getconf CLK_TCK` for seconds
+#   machine_ticks  "busy total": the machine's busy and total clock ticks so far (/proc/stat)
+#   listener_pid PORT  the process listening on 127.0.0.1:PORT (a shared server: read, never touched)
 
 ticks() {
 	local t=0 p
@@ -14,3 +16,7 @@ ticks() {
 	done
 	echo "$t"
 }
+
+machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
+
+listener_pid() { ss -Hltnp "sport = :$1" | sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1; }
