@@ -12,9 +12,11 @@
 # orders (every request a new user) and then the same on GET /healthz, with the CPU time of
 # each process read from /proc around each load. It prints, per round and setting, the
 # admissions/s, their p99, the /healthz/s of the same cluster, the ratio of the two (the
-# admission ceiling as a share of the trivial endpoint's), and the CPU per answer of the instances, nginx, Redis and
-# MariaDB and of the whole machine. Rounds alternate the settings because this machine's speed
-# drifts by a third within minutes: a ratio of two settings is read round by round.
+# admission ceiling as a share of the trivial endpoint's), and the CPU per answer of the
+# instances, nginx, Redis and MariaDB and of the whole machine. wrk's output and Redis's INFO
+# commandstats of each load are kept in $OUT/order-<round>-<setting number>.txt and
+# .commandstats (healthz-… likewise). Rounds alternate the settings because this machine's
+# speed drifts by a third within minutes: a ratio of two settings is read round by round.
 # It exits 1 when a step fails or an order is answered other than 202; speed is printed, never
 # judged.
 #
@@ -25,6 +27,9 @@
 #   AB_REDIS_PORT the run's own redis-server (default 16388)
 #   LOADTEST_DSN  the instances' database (default .../seckill_abtest, dropped and created per run)
 #   OUT           results directory (default run/abtest)
+#   PPROF=1       also take a CPU profile of instance 1 during each setting's order load in the
+#                 first round (SECKILL_PPROF_ADDR on CLUSTER_BASE_PORT+50), written to
+#                 $OUT/cpu-instance1-<setting number>.pprof
 #   CLUSTER_BASE_PORT, CLUSTER_NGINX_PORT   as for scripts/cluster.sh
 set -euo pipefail
 
@@ -41,6 +46,8 @@ ADMIN_TOKEN=abtest-admin-token
 ((DURATION >= 4 && ROUNDS >= 1)) || { echo "abtest: want DURATION >= 4 seconds and ROUNDS >= 1" >&2; exit 2; }
 scripts/cluster.sh ensure-pkg wrk wrk
 mkdir -p "$OUT"
+rm -f "$OUT"/*.pprof
+[[ ${PPROF:-0} == 1 ]] && export CLUSTER_PPROF_BASE_PORT=$((${CLUSTER_BASE_PORT:-18081} + 50))
 
 # shellcheck source=own-redis.sh
 source scripts/own-redis.sh
@@ -63,11 +70,18 @@ trap stop EXIT
 # load NAME LUA: wrk on LUA; prints "rate p99ms inst nginx redis mariadb machine busy%" (CPU in µs
 # per answer) and fails unless every answer was 2xx.
 load() {
-	local name=$1 lua=$2 i0 n0 r0 d0 m0 i1 n1 r1 d1 m1
+	local name=$1 lua=$2 prof=${3:-} i0 n0 r0 d0 m0 i1 n1 r1 d1 m1 curl_pid=
+	if [[ -n $prof ]]; then
+		curl -fsS -o "$prof" "http://127.0.0.1:$CLUSTER_PPROF_BASE_PORT/debug/pprof/profile?seconds=$((DURATION - 2))" &
+		curl_pid=$!
+	fi
+	redis-cli -p "$redis_port" config resetstat >/dev/null
 	i0=$(ticks "${inst[@]}"); n0=$(ticks "${ngx[@]}"); r0=$(ticks "$redis_pid"); d0=$(ticks "$maria_pid"); m0=$(machine_ticks)
 	VOUCHER_ID=$voucher USER_BASE=$((3000000000 + RANDOM * 100000)) \
 		wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "loadtest/wrk/$lua" "http://127.0.0.1:$NGINX_PORT" >"$OUT/$name.txt" 2>&1 ||
 		{ cat "$OUT/$name.txt" >&2; return 1; }
+	redis-cli -p "$redis_port" info commandstats >"$OUT/$name.commandstats"
+	[[ -z $curl_pid ]] || wait "$curl_pid" || echo "abtest: the profile $prof could not be taken" >&2
 	i1=$(ticks "${inst[@]}"); n1=$(ticks "${ngx[@]}"); r1=$(ticks "$redis_pid"); d1=$(ticks "$maria_pid"); m1=$(machine_ticks)
 	if grep -q 'Non-2xx\|Socket errors' "$OUT/$name.txt"; then
 		cat "$OUT/$name.txt" >&2
@@ -91,9 +105,12 @@ echo "== $ROUNDS rounds of, for each setting: wrk -t2 -c$CONNECTIONS -d${DURATIO
 printf '%-5s %-44s %9s %7s %9s %6s | %s\n' round setting "orders/s" "p99 ms" "healthz/s" ratio \
 	"orders: inst nginx redis maria machine busy% | healthz: inst nginx machine" | tee "$OUT/rounds.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
+	k=0
 	for setting in "$@"; do
+		k=$((k + 1))
 		stop
-		own_redis_start abtest "${AB_REDIS_PORT:-16388}" "$OUT/redis"
+		redis_port=${AB_REDIS_PORT:-16388}
+		own_redis_start abtest "$redis_port" "$OUT/redis"
 		# shellcheck disable=SC2086 # the setting's assignments, split on purpose
 		env $setting scripts/cluster.sh up >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
 		now=$(date -u +%s)
@@ -107,8 +124,10 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		mapfile -t inst < <(cat "$run"/seckill-*.pid)
 		redis_pid=$own_redis_pid
 		maria_pid=$(listener_pid 3306)
-		read -r orate op99 oi on or od om ob <<<"$(load "order-$r" order.lua)"
-		read -r hrate _ hi hn _ _ hm _ <<<"$(load "healthz-$r" healthz.lua)"
+		prof=
+		[[ ${PPROF:-0} == 1 && $r == 1 ]] && prof=$OUT/cpu-instance1-$k.pprof
+		read -r orate op99 oi on or od om ob <<<"$(load "order-$r-$k" order.lua "$prof")"
+		read -r hrate _ hi hn _ _ hm _ <<<"$(load "healthz-$r-$k" healthz.lua)"
 		printf '%-5s %-44s %9s %7s %9s %6s | %s %s %s %s %s %s%% | %s %s %s\n' "$r" "$setting" "$orate" "$op99" "$hrate" \
 			"$(awk -v a="$orate" -v b="$hrate" 'BEGIN { printf "%.3f", a / b }')" "$oi" "$on" "$or" "$od" "$om" "$ob" "$hi" "$hn" "$hm" | tee -a "$OUT/rounds.txt"
 	done
