@@ -131,7 +131,7 @@ capacity:
 scaling:
 	scripts/scaling.sh
 
-## abtest: async settings against each other in alternating rounds, orders and GET /healthz each
+## abtest: settings against each other in alternating rounds, orders and GET /healthz each, RATES= open loops too
 ## (~40 s per round and setting); AB="SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=32" by default
 AB ?= SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=32
 .PHONY: abtest

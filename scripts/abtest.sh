@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# abtest.sh — two or more settings of the asynchronous mode against each other, in alternating
-# rounds (what `make abtest` runs; the A/B figures of docs/loadtest.md come from it):
+# abtest.sh — two or more settings of the service (the asynchronous mode unless a setting says
+# otherwise) against each other, in alternating rounds (what `make abtest` runs; the A/B figures of
+# docs/loadtest.md come from it):
 #
 #   scripts/abtest.sh SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=32
 #   scripts/abtest.sh "SECKILL_STREAM_LINGER=2ms SECKILL_STREAM_BATCH=200" "SECKILL_STREAM_LINGER=50ms SECKILL_STREAM_BATCH=1000"
+#   scripts/abtest.sh SECKILL_ORDER_MODE=sync SECKILL_ORDER_MODE=async   # issue 10's 10x, round by round
 #
-# Each argument is one setting: environment assignments for the instances. Each round, for
+# Each argument is one setting: environment assignments for the instances (and scripts/cluster.sh:
+# SECKILL_ORDER_MODE=sync runs the synchronous mode, its orders answered 201, behind its order
+# gate; CLUSTER_GOMAXPROCS=2 two Ps per instance). Each round, for
 # each setting in turn: a fresh redis-server of the run's own, scripts/cluster.sh up (two
 # instances behind nginx, async, a fresh database), a voucher with more stock than can sell,
 # then wrk through nginx, CONNECTIONS connections in a closed loop for DURATION seconds on
@@ -27,6 +31,13 @@
 #   AB_REDIS_PORT the run's own redis-server (default 16388)
 #   LOADTEST_DSN  the instances' database (default .../seckill_abtest, dropped and created per run)
 #   OUT           results directory (default run/abtest)
+#   RATES         also, after those loads, an open loop (bin/harness rate, requests sent on a
+#                 schedule, latency counted from when each was due) at each of these admissions
+#                 per second for DURATION seconds, e.g. RATES="300 1000 3000": its p50, p99 and
+#                 busy share of the machine, and the CPU per admission of each process (the
+#                 rest of the machine: the load generator and the kernel), in $OUT/rates.txt
+#                 (default none). At a moderate rate a request shares its wake-ups with few
+#                 others, so what a setting costs there differs from what it costs at the ceiling
 #   PPROF=1       also take a CPU profile of instance 1 during each setting's order load in the
 #                 first round (SECKILL_PPROF_ADDR on CLUSTER_BASE_PORT+50), written to
 #                 $OUT/cpu-instance1-<setting number>.pprof
@@ -46,7 +57,7 @@ ADMIN_TOKEN=abtest-admin-token
 ((DURATION >= 4 && ROUNDS >= 1)) || { echo "abtest: want DURATION >= 4 seconds and ROUNDS >= 1" >&2; exit 2; }
 scripts/cluster.sh ensure-pkg wrk wrk
 mkdir -p "$OUT"
-rm -f "$OUT"/*.pprof
+rm -f "$OUT"/*.pprof "$OUT"/rates.txt "$OUT"/rate-*
 [[ ${PPROF:-0} == 1 ]] && export CLUSTER_PPROF_BASE_PORT=$((${CLUSTER_BASE_PORT:-18081} + 50))
 
 # shellcheck source=own-redis.sh
@@ -100,10 +111,38 @@ load() {
 		}'
 }
 
+# open_loop NAME RATE USERBASE: bin/harness rate at RATE admissions/s for DURATION s; prints
+# "p50ms p99ms busy% inst nginx redis maria machine" (CPU in µs per admission), or "void" and
+# why when the client could not keep to the schedule or an answer was not 202.
+open_loop() {
+	local name=$1 rate=$2 ub=$3 i0 n0 r0 d0 m0 i1 n1 r1 d1 m1 p50 p99 n
+	i0=$(ticks "${inst[@]}"); n0=$(ticks "${ngx[@]}"); r0=$(ticks "$redis_pid"); d0=$(ticks "$maria_pid"); m0=$(machine_ticks)
+	if ! bin/harness rate -url "http://127.0.0.1:$NGINX_PORT" -voucher "$voucher" -rate "$rate" -duration "${DURATION}s" \
+		-user-base "$ub" -out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1; then
+		echo "void: $(tail -1 "$OUT/$name.txt")"
+		return
+	fi
+	i1=$(ticks "${inst[@]}"); n1=$(ticks "${ngx[@]}"); r1=$(ticks "$redis_pid"); d1=$(ticks "$maria_pid"); m1=$(machine_ticks)
+	n=$(sed -n 's/^ *"202": *\([0-9]*\).*/\1/p' "$OUT/$name.json")
+	if [[ $n != "$(sed -n 's/^ *"sent": *\([0-9]*\).*/\1/p' "$OUT/$name.json")" ]]; then
+		echo "void: not every answer was 202 ($OUT/$name.json)"
+		return
+	fi
+	p50=$(sed -n 's/^ *"p50Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
+	p99=$(sed -n 's/^ *"p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
+	awk -v hz="$(getconf CLK_TCK)" -v n="$n" -v p50="$p50" -v p99="$p99" -v i=$((i1 - i0)) -v g=$((n1 - n0)) -v r=$((r1 - r0)) -v d=$((d1 - d0)) \
+		-v m0="$m0" -v m1="$m1" 'BEGIN {
+			split(m0, a, " "); split(m1, b, " ")
+			u = 1e6 / hz / n
+			printf "%.1f %.1f %.0f%% | %.0f %.0f %.0f %.0f %.0f\n", p50, p99, 100 * (b[1] - a[1]) / (b[2] - a[2]), i * u, g * u, r * u, d * u, (b[1] - a[1]) * u
+		}'
+}
+
 echo "== $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(uptime | sed 's/.*load average/load average/')"
 echo "== $ROUNDS rounds of, for each setting: wrk -t2 -c$CONNECTIONS -d${DURATION}s on orders, then on GET /healthz; CPU in µs per answer"
 printf '%-5s %-44s %9s %7s %9s %6s | %s\n' round setting "orders/s" "p99 ms" "healthz/s" ratio \
 	"orders: inst nginx redis maria machine busy% | healthz: inst nginx machine" | tee "$OUT/rounds.txt"
+[[ -z ${RATES:-} ]] || echo "round setting rate: p50ms p99ms busy | µs CPU per admission: inst nginx redis maria machine" >"$OUT/rates.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
 	k=0
 	for setting in "$@"; do
@@ -130,7 +169,16 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		read -r hrate _ hi hn _ _ hm _ <<<"$(load "healthz-$r-$k" healthz.lua)"
 		printf '%-5s %-44s %9s %7s %9s %6s | %s %s %s %s %s %s%% | %s %s %s\n' "$r" "$setting" "$orate" "$op99" "$hrate" \
 			"$(awk -v a="$orate" -v b="$hrate" 'BEGIN { printf "%.3f", a / b }')" "$oi" "$on" "$or" "$od" "$om" "$ob" "$hi" "$hn" "$hm" | tee -a "$OUT/rounds.txt"
+		ub=7000000000
+		for rate in ${RATES:-}; do
+			ub=$((ub + 100000000))
+			echo "$r $setting $rate $(open_loop "rate-$r-$k-$rate" "$rate" "$ub")" >>"$OUT/rates.txt"
+		done
 	done
 done
 stop
 trap - EXIT
+if [[ -n ${RATES:-} ]]; then
+	echo "== open loops (bin/harness rate, ${DURATION}s each) after each round's closed loops:"
+	cat "$OUT/rates.txt"
+fi
