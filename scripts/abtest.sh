@@ -79,51 +79,60 @@ stop() {
 trap stop EXIT
 
 
+# sample: the CPU clock ticks so far of the instances, nginx, Redis and MariaDB, then the
+# machine's busy and total ticks; taken before and after a load.
+sample() { echo "$(ticks "${inst[@]}") $(ticks "${ngx[@]}") $(ticks "$redis_pid") $(ticks "$maria_pid") $(machine_ticks)"; }
+
+# cpu_per BEFORE AFTER N: each process group's CPU in µs per answer over the N answers between two
+# samples, "inst nginx redis maria machine busy%" (machine: the two cores' busy time per answer).
+cpu_per() {
+	awk -v hz="$(getconf CLK_TCK)" -v a="$1" -v b="$2" -v n="$3" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		u = 1e6 / hz / n
+		printf "%.1f %.1f %.1f %.1f %.1f %.0f\n", (y[1] - x[1]) * u, (y[2] - x[2]) * u, (y[3] - x[3]) * u, (y[4] - x[4]) * u, (y[5] - x[5]) * u, 100 * (y[5] - x[5]) / (y[6] - x[6])
+	}'
+}
+
 # load NAME LUA: wrk on LUA; prints "rate p99ms inst nginx redis mariadb machine busy%" (CPU in µs
 # per answer) and fails unless every answer was 2xx.
 load() {
-	local name=$1 lua=$2 prof=${3:-} i0 n0 r0 d0 m0 i1 n1 r1 d1 m1 curl_pid=
+	local name=$1 lua=$2 prof=${3:-} s0 s1 n rate p99 curl_pid=
 	if [[ -n $prof ]]; then
 		curl -fsS -o "$prof" "http://127.0.0.1:$CLUSTER_PPROF_BASE_PORT/debug/pprof/profile?seconds=$((DURATION - 2))" &
 		curl_pid=$!
 	fi
 	redis-cli -p "$redis_port" config resetstat >/dev/null
-	i0=$(ticks "${inst[@]}"); n0=$(ticks "${ngx[@]}"); r0=$(ticks "$redis_pid"); d0=$(ticks "$maria_pid"); m0=$(machine_ticks)
+	s0=$(sample)
 	VOUCHER_ID=$voucher USER_BASE=$((3000000000 + RANDOM * 100000)) \
 		wrk -t2 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "loadtest/wrk/$lua" "http://127.0.0.1:$NGINX_PORT" >"$OUT/$name.txt" 2>&1 ||
 		{ cat "$OUT/$name.txt" >&2; return 1; }
 	redis-cli -p "$redis_port" info commandstats >"$OUT/$name.commandstats"
 	[[ -z $curl_pid ]] || wait "$curl_pid" || echo "abtest: the profile $prof could not be taken" >&2
-	i1=$(ticks "${inst[@]}"); n1=$(ticks "${ngx[@]}"); r1=$(ticks "$redis_pid"); d1=$(ticks "$maria_pid"); m1=$(machine_ticks)
+	s1=$(sample)
 	if grep -q 'Non-2xx\|Socket errors' "$OUT/$name.txt"; then
 		cat "$OUT/$name.txt" >&2
 		echo "abtest: FAILED: every answer must be 2xx" >&2
 		return 1
 	fi
-	awk -v hz="$(getconf CLK_TCK)" -v f="$OUT/$name.txt" -v i=$((i1 - i0)) -v g=$((n1 - n0)) -v r=$((r1 - r0)) -v d=$((d1 - d0)) \
-		-v m0="$m0" -v m1="$m1" 'BEGIN {
-			while ((getline l < f) > 0) {
-				if (l ~ /requests in/) { split(l, w, " "); n = w[1]; s = w[4]; sub(/s,$/, "", s) }
-				if (l ~ /^ +99%/) { split(l, w, " "); p = w[2]; v = p + 0; if (p ~ /us$/) v /= 1000; else if (p ~ /[0-9]s$/ && p !~ /ms$/) v *= 1000; p99 = v }
-			}
-			split(m0, a, " "); split(m1, b, " ")
-			u = 1e6 / hz / n
-			printf "%.0f %.1f %.1f %.1f %.1f %.1f %.1f %.0f\n", n / s, p99, i * u, g * u, r * u, d * u, (b[1] - a[1]) * u, 100 * (b[1] - a[1]) / (b[2] - a[2])
-		}'
+	read -r n rate p99 < <(awk '
+		/requests in/ { n = $1; s = $4; sub(/s,$/, "", s) }
+		/^ +99%/ { p = $2; v = p + 0; if (p ~ /us$/) v /= 1000; else if (p ~ /[0-9]s$/ && p !~ /ms$/) v *= 1000; p99 = v }
+		END { printf "%d %.0f %.1f\n", n, n / s, p99 }' "$OUT/$name.txt")
+	echo "$rate $p99 $(cpu_per "$s0" "$s1" "$n")"
 }
 
 # open_loop NAME RATE USERBASE: bin/harness rate at RATE admissions/s for DURATION s; prints
-# "p50ms p99ms busy% inst nginx redis maria machine" (CPU in µs per admission), or "void" and
+# "p50ms p99ms busy% | inst nginx redis maria machine" (CPU in µs per admission), or "void" and
 # why when the client could not keep to the schedule or an answer was not 201/202.
 open_loop() {
-	local name=$1 rate=$2 ub=$3 i0 n0 r0 d0 m0 i1 n1 r1 d1 m1 p50 p99 n
-	i0=$(ticks "${inst[@]}"); n0=$(ticks "${ngx[@]}"); r0=$(ticks "$redis_pid"); d0=$(ticks "$maria_pid"); m0=$(machine_ticks)
+	local name=$1 rate=$2 ub=$3 s0 s1 p50 p99 n i g rd d m busy
+	s0=$(sample)
 	if ! bin/harness rate -url "http://127.0.0.1:$NGINX_PORT" -voucher "$voucher" -rate "$rate" -duration "${DURATION}s" \
 		-user-base "$ub" -out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1; then
 		echo "void: $(tail -1 "$OUT/$name.txt")"
 		return
 	fi
-	i1=$(ticks "${inst[@]}"); n1=$(ticks "${ngx[@]}"); r1=$(ticks "$redis_pid"); d1=$(ticks "$maria_pid"); m1=$(machine_ticks)
+	s1=$(sample)
 	# 202 in async mode, 201 in sync: every answer must be one of them.
 	n=$(sed -n 's/^ *"20[12]": *\([0-9]*\).*/\1/p' "$OUT/$name.json" | awk '{ n += $1 } END { print n + 0 }')
 	if [[ $n != "$(sed -n 's/^ *"sent": *\([0-9]*\).*/\1/p' "$OUT/$name.json")" ]]; then
@@ -132,12 +141,8 @@ open_loop() {
 	fi
 	p50=$(sed -n 's/^ *"p50Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
 	p99=$(sed -n 's/^ *"p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
-	awk -v hz="$(getconf CLK_TCK)" -v n="$n" -v p50="$p50" -v p99="$p99" -v i=$((i1 - i0)) -v g=$((n1 - n0)) -v r=$((r1 - r0)) -v d=$((d1 - d0)) \
-		-v m0="$m0" -v m1="$m1" 'BEGIN {
-			split(m0, a, " "); split(m1, b, " ")
-			u = 1e6 / hz / n
-			printf "%.1f %.1f %.0f%% | %.0f %.0f %.0f %.0f %.0f\n", p50, p99, 100 * (b[1] - a[1]) / (b[2] - a[2]), i * u, g * u, r * u, d * u, (b[1] - a[1]) * u
-		}'
+	read -r i g rd d m busy < <(cpu_per "$s0" "$s1" "$n")
+	printf '%.1f %.1f %s%% | %.0f %.0f %.0f %.0f %.0f\n' "$p50" "$p99" "$busy" "$i" "$g" "$rd" "$d" "$m"
 }
 
 echo "== $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(uptime | sed 's/.*load average/load average/')"
