@@ -184,6 +184,7 @@ func hooked(t *testing.T, s store, cfg async.Config, stock, held int) (*fixture,
 // that order's id, and the stock, once too short, answered sold_out; the stock taken is what
 // was admitted, and the writer writes exactly those orders.
 func TestAdmissionsOfAVoucherShareACall(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, h, svc := hooked(t, s, async.Config{}, 4, 1)
@@ -249,6 +250,7 @@ func values(m map[int64]int64) []int64 {
 // TestAdmitBatchBoundsACall: the admissions queued behind a call go in calls of at most
 // Config.AdmitBatch orders; with 1, each has a call of its own and none queues.
 func TestAdmitBatchBoundsACall(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, h, svc := hooked(t, s, async.Config{AdmitBatch: 3}, 100, 1)
@@ -280,6 +282,7 @@ func TestAdmitBatchBoundsACall(t *testing.T) {
 // pile up behind a call that hung). The admission queued beside it is decided as usual, and the
 // voucher leaves the service's queues.
 func TestQueuedAdmissionWithdrawn(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		for _, how := range []string{"cancelled", "deadline"} {
 			t.Run(s.name+"/"+how, func(t *testing.T) {
@@ -327,6 +330,7 @@ func TestQueuedAdmissionWithdrawn(t *testing.T) {
 // voided before the call runs, so the call admits the other and not it; it is answered
 // unavailable and holds no order, and only the other's unit is taken.
 func TestAdmissionCancelledInFlight(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, h, svc := hooked(t, s, async.Config{}, 5, 2)
@@ -362,6 +366,7 @@ func TestAdmissionCancelledInFlight(t *testing.T) {
 // (5) and takes nothing, the window closed answers every order 2, a missing sale hash answers
 // {1} alone, and the stock written is the stock less the orders admitted.
 func TestAdmitScriptDecidesAsAlone(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -56,6 +56,7 @@ func (g *countGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // owner's attempts: a's refusal must not count towards b's MaxAttempts (b would dead-letter
 // the order after fewer attempts of its own), nor stay behind in the attempts hash.
 func TestRefusalOfAnEntryClaimedMeanwhileIsNotCounted(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 2})

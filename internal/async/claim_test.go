@@ -44,6 +44,7 @@ func (h *streamReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // and waiting ClaimIdle/2 for each next page would hold the last of them for pages × ClaimIdle/2
 // instead of one claim idle. A claim that filled its batch is followed at once by another.
 func TestClaimTakesEveryIdlePageAtOnce(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			// A claim idle of seconds: the survivor's batches take far less than the

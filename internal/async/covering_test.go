@@ -20,6 +20,7 @@ import (
 // of a voucher (a load, reconcile): from uk_user_voucher alone, a covering index ("Using index"
 // on MySQL, "COVERING INDEX" on SQLite), never looking a row up, over vouchers with orders.
 func TestOrdersOfAVoucherReadTheIndexAlone(t *testing.T) {
+	t.Parallel()
 	for name, db := range testenv.Databases(t, database.Pool{}) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()

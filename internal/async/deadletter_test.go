@@ -65,6 +65,7 @@ func (f *fixture) keptSale() (int64, map[int64]int64) {
 // Redis comes down to the database: sold out, the books balanced. (A conflict's unit goes
 // back: TestDeadLetter.)
 func TestDeadLetterStockShortKeepsTheUnit(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 1})
@@ -97,6 +98,7 @@ func TestDeadLetterStockShortKeepsTheUnit(t *testing.T) {
 // debt, so the stock ends at zero and the books balance; kept, the stock would stay at -1
 // and the books show a unit lost.
 func TestDeadLetterStockShortAfterReload(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 1})
@@ -132,6 +134,7 @@ func TestDeadLetterStockShortAfterReload(t *testing.T) {
 // kept unit (the database never had it) nor the raise twice: the raise is sold exactly, and
 // the books agree with the kept unit still shown.
 func TestStockChangedBehindRedis(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 1})

@@ -93,6 +93,7 @@ func deliveredEntries(cmd redis.Cmder) []string {
 // the deadline counted from the delivery's reply, not from its request, so a reply that came
 // late (here 1.5 s) pushed it past ClaimIdle by as much.
 func TestBatchDeadlineBelowClaimIdle(t *testing.T) {
+	t.Parallel()
 	const claimIdle = 4 * time.Second
 	for _, s := range stores(t) {
 		for _, c := range []struct {
@@ -165,6 +166,7 @@ func (h *slowBatches) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // orders pending without bound and never counted as refused. The writer must retry it
 // smaller until it commits.
 func TestBatchPastItsDeadlineIsSplit(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{Batch: 4, Linger: -1})

@@ -21,6 +21,7 @@ import (
 // the user still holding the order, the entry pending for b. (No other test covers that check;
 // this one passed before it was written.)
 func TestDeadLetterOfAnEntryClaimedMeanwhileIsNotMade(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 1})

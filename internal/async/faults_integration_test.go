@@ -36,6 +36,7 @@ const dbOutage = 10 * time.Second
 // been out of reach past DBDownBound; when it answers again every order is written, once, and
 // the load test's verdict holds.
 func TestDatabaseUnreachable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	maria := testenv.StartMariaDB(t)
 	db, err := database.OpenMySQL(ctx, maria.CreateDatabase("seckill_async_down"), database.Pool{MaxOpen: 4})
@@ -96,6 +97,7 @@ func TestDatabaseUnreachable(t *testing.T) {
 // back empty. The next admission reloads the voucher from the database: the users who
 // ordered are refused, and only the units the database still has are sold.
 func TestRedisRestartedEmpty(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := testenv.StartRedisServer(t)
 	f := newFixture(t, store{name: "real", rdb: srv.Client(), db: testenv.Databases(t, database.Pool{MaxOpen: 4})["mysql"]}, async.Config{})
@@ -141,6 +143,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 // KEYS and shares its hash tag, so nothing is refused CROSSSLOT; vouchers land on different
 // masters.
 func TestRedisCluster(t *testing.T) {
+	t.Parallel()
 	ports := clusterPorts(t)
 	dir := filepath.Join(t.TempDir(), "cluster")
 	env := append(os.Environ(), "REDIS_CLUSTER_PORTS="+strings.Join(ports, " "), "REDIS_CLUSTER_DIR="+dir)

@@ -22,6 +22,7 @@ import (
 // admission's own writes. It counts the XRANGE calls in INFO commandstats of a redis-server of
 // its own, so only the real Redis runs it.
 func TestHeldCheckReadsABatchInOneRange(t *testing.T) {
+	t.Parallel()
 	const vid = 7
 	_, _, _, stream, _ := async.KeysOf(vid)
 	contiguous := append(idRange(9, 5, 11, 1), idRange(10, 0, 6, 1)...)

@@ -48,6 +48,7 @@ func idRange(ms, from, to, step int) []string {
 // long backlog), in any order, with ids that order differently as strings or as doubles than in
 // the stream.
 func TestHeldCountsEntriesGone(t *testing.T) {
+	t.Parallel()
 	contiguous := append(idRange(9, 5, 11, 1), idRange(10, 0, 6, 1)...)
 	interleaved := append(append(idRange(9, 0, 11, 2), idRange(10, 1, 11, 2)...), idRange(11, 0, 11, 2)...)
 	spread := idRange(20, 0, 199, 40) // 5 ids over 161 entries: past the range's bound of 2 entries per id
@@ -114,6 +115,7 @@ func reversed(ids []string) []string {
 // as unsigned 64-bit numbers, so that the check reads it in one range from the first id to the
 // last.
 func TestInStreamOrder(t *testing.T) {
+	t.Parallel()
 	got := async.InStreamOrder([]string{"10-0", "9-10", "9-9", "18446744073709551615-0", "9-18446744073709551615", "9-18446744073709551614", "+"})
 	want := []any{"+", "9-9", "9-10", "9-18446744073709551614", "9-18446744073709551615", "10-0", "18446744073709551615-0"}
 	assert.Equal(t, want, got)
@@ -122,6 +124,7 @@ func TestInStreamOrder(t *testing.T) {
 // TestStreamIDTime: the time part of an entry id, which the oldest-pending gauge reports; an id
 // whose ms part is no number, or past what a time holds, has none.
 func TestStreamIDTime(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		id   string
 		want int64 // ms since the epoch

@@ -21,6 +21,7 @@ import (
 // long as that instance could not reach the database. It now reads nothing until the database
 // answers it again, and a writer that reaches the database claims the batch past ClaimIdle.
 func TestWriterCutOffFromTheDatabaseLetsOthersClaim(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})

@@ -48,6 +48,7 @@ func (f *fixture) leaving(voucherID int64) bool {
 // written and found. The same holds for the bare voucher id a retirement of an earlier version,
 // before each had a member of its own, left there: an upgrade finds it in Redis.
 func TestLeftoverOfAStoppedRetirementIsSettled(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// at is what happens just before the retirement's SREM: "reopen", "delete" the sale
@@ -136,6 +137,7 @@ func leftoverSettled(t *testing.T, point string, bare bool) {
 // the set between that retirement's SREM and its put-back, a sale reopened before the SREM
 // would answer 404 for its orders. The retirement then settles it itself.
 func TestRetirementUnderWayIsNoLeftover(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		vid, bought := f.retiredSale(c)
 		var reopened map[int64]int64
@@ -172,6 +174,7 @@ func TestRetirementUnderWayIsNoLeftover(t *testing.T) {
 // way, in the set, which keeps the reopened sale's orders found until that retirement settles
 // it itself.
 func TestLeftoverIsOneRetirementsMember(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid, bought := f.retiredSale(c)

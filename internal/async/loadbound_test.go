@@ -46,6 +46,7 @@ func (h *beforeRestore) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // one that goes on, each page within a step, but slower than its bound per order fails with
 // ErrLoadTooSlow. A load that fails creates no sale hash.
 func TestLoadIsBoundedByItsProgress(t *testing.T) {
+	t.Parallel()
 	const (
 		step   = 2 * time.Second
 		delay  = 600 * time.Millisecond // per page: 5 pages take 3 s, more than a step

@@ -29,6 +29,7 @@ import (
 // held until the writer has begun its third wait for it, two having failed: the batch's and,
 // before, the single order's that counted an attempt.
 func TestLockWaitPastReadTimeoutIsNotARefusal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn := testenv.MySQLDSN(t)
 	// The DSN's own lock wait timeout, InnoDB's default, is kept: the readTimeout, not the
@@ -147,6 +148,7 @@ func firstFailure(t *testing.T, failed <-chan batchFailure) batchFailure {
 // SECKILL_STREAM_DB_DOWN), logs the batch as given up on and pending, and writes the order once
 // the row is free.
 func TestLockWaitPastTheBatchDeadlineIsNotAnOutage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn := testenv.MySQLDSN(t)
 	f := startFixture(t, patientDSN(t, dsn), async.Config{ClaimIdle: async.DefaultClaimIdle})
@@ -178,6 +180,7 @@ func TestLockWaitPastTheBatchDeadlineIsNotAnOutage(t *testing.T) {
 // plus the ping's bound, 5.5 s), where a ping bounded by the readTimeout alone would hold the
 // writer's loop for 30 s.
 func TestHungDatabaseStopsTheWriterWithinThePingBound(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	maria := testenv.StartMariaDB(t)
 	dsn := maria.CreateDatabase("seckill_async_hang")

@@ -23,6 +23,7 @@ import (
 // order that answers 404. The load now finds that Redis lost what it read, creates nothing,
 // and the next load starts from what Redis holds.
 func TestRedisLostDuringALoad(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -85,6 +86,7 @@ func (h *atLoadScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // has invalidated since, and deleting it. Nothing is sold twice. Nothing reads the field but
 // the loads: a lookup asks the orders hash for an order id, and a retirement deletes the hash.
 func TestLoadThatDiesAtItsLastStep(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -134,6 +136,7 @@ func (f *fixture) strandedVoucher() int64 {
 // hash. The start now also loads the registered vouchers Redis holds no sale hash of; once
 // loaded, an ended sale is retired as any other.
 func TestStrandedVoucherLoadedAtStart(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.strandedVoucher()
@@ -155,6 +158,7 @@ func TestStrandedVoucherLoadedAtStart(t *testing.T) {
 // ever, as a voucher without a sale hash never read as finished. A discovery now starts none,
 // counts the voucher in MetricStranded and logs it; once loaded, it is counted no more.
 func TestStrandedVoucherHasNoLoop(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.strandedVoucher()

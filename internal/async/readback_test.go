@@ -137,6 +137,7 @@ func (h *lateAdmission) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // was told it was not placed. The read-back now settles it for good: not admitted by then,
 // the order id is voided, and the late script admits nothing.
 func TestAdmissionAnsweredUnavailableStaysUnadmitted(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -173,6 +174,7 @@ func TestAdmissionAnsweredUnavailableStaysUnadmitted(t *testing.T) {
 // answer was lost (its deadline ran out on the way back) is answered admitted, with its id,
 // not 503: the read-back finds the user mapped to the new order id. (No test covered it.)
 func TestAdmissionWhoseAnswerWasLostIsAnsweredAdmitted(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})

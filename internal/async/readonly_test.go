@@ -26,6 +26,7 @@ import (
 // read-only. They stay pending now, as for a lock wait, and are written once the database
 // writes again.
 func TestServerRefusingEveryWriteIsNotARefusalOfTheOrders(t *testing.T) {
+	t.Parallel()
 	errs := []*mysqldriver.MySQLError{
 		{Number: 1290, Message: "The MariaDB server is running with the --read-only option so it cannot execute this statement"},
 		{Number: 1836, Message: "Running in read-only mode"},
@@ -75,6 +76,7 @@ func TestServerRefusingEveryWriteIsNotARefusalOfTheOrders(t *testing.T) {
 // seckill_async_batches_retried_total counts each retry by its cause; once the database
 // writes again, the orders are written and Ready passes.
 func TestBatchRetriedForEverIsReported(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 2, DBDownBound: 300 * time.Millisecond})
@@ -112,6 +114,7 @@ func TestBatchRetriedForEverIsReported(t *testing.T) {
 // voucher, for one row. It is counted (cause transient) and shows in the oldest pending age;
 // Ready passes, and the orders are written once the row is free.
 func TestRowWaitIsNotUnready(t *testing.T) {
+	t.Parallel()
 	errs := []*mysqldriver.MySQLError{
 		{Number: 1205, Message: "Lock wait timeout exceeded; try restarting transaction"},
 		{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},

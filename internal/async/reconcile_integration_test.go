@@ -23,6 +23,7 @@ import (
 // bytes a row.) Garbage is collected at a tenth of the live heap meanwhile, so that what is
 // measured is what Reconcile keeps, not what it dropped. Of the stream's three entries, two
 // have a row (the first and the last, in different pages) and one does not: one is pending.
+// Not parallel: the heap it measures is the test process's, which parallel tests would share.
 func TestReconcileKeepsNoRows(t *testing.T) {
 	const orders = 500_000
 	ctx := context.Background()

@@ -49,6 +49,7 @@ func (h *atLoadedRegister) ProcessHook(next redis.ProcessHook) redis.ProcessHook
 // answered 404, and its stock was sold all the same. The loader registers the voucher before
 // it creates the sale hash.
 func TestAdmittedOrdersVoucherIsRegistered(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		// fail fails the registration that comes once the sale hash exists.

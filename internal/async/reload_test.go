@@ -25,6 +25,7 @@ import (
 // delete it again, and GET /api/orders/{id}, which asks Redis first, would answer pending
 // forever for a created order.
 func TestReloadRestoresNoStatusOfWrittenOrder(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s, 5)
@@ -57,6 +58,7 @@ func TestReloadRestoresNoStatusOfWrittenOrder(t *testing.T) {
 // TestReloadRestoresPendingStatus: with the sale and orders hashes lost and the stream kept, the
 // reload gives the orders still waiting in the stream their pending status back.
 func TestReloadRestoresPendingStatus(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s, 5)
@@ -114,6 +116,7 @@ func restartEmpty(t *testing.T, rdb redis.UniversalClient, vid int64) {
 // lost with Redis, as every order waiting in a Redis without persistence is, and the books
 // still balance.
 func TestBatchAfterReloadIsNotCommitted(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s, 5)
@@ -141,6 +144,7 @@ func TestBatchAfterReloadIsNotCommitted(t *testing.T) {
 // The reload begins inside the batch's held check, so a Write that skips the check must fail
 // the test, not leave it waiting for a reload that never began; every wait has ctx's deadline.
 func TestReloadWaitsForBatchInCommit(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s, 5)
@@ -193,6 +197,7 @@ func TestReloadWaitsForBatchInCommit(t *testing.T) {
 // of orders outlasts the DSN's readTimeout (MySQL) or its own deadline (SQLite, whose write
 // lock the load held), on which its wait fails.
 func TestLoadReadsTheOrdersWithoutTheRow(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})

@@ -173,6 +173,7 @@ func (f *fixture) readAgain(c *clock, voucherID int64, bought, reopened map[int6
 // registration comes before the SREM, and only the put-back registers the voucher again. A
 // sale never reopened leaves the registry.
 func TestReopenDuringRetirement(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		cmd  string // the retirement's command the reopening comes at; "" for none
@@ -214,6 +215,7 @@ func TestReopenDuringRetirement(t *testing.T) {
 // writer reads its stream and no discovery retires it again: its orders stayed pending until
 // an instance restarted. Once begun, the last step runs whole.
 func TestPutBackOutlivesTheRetirementContext(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		vid, bought := f.retiredSale(c)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -236,6 +238,7 @@ func TestPutBackOutlivesTheRetirementContext(t *testing.T) {
 // the registry is in a second set, which lookups read with the registry in one step, until it
 // is settled, back in the registry or retired.
 func TestLookupWhileAReopenedSaleIsOutOfTheRegistry(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		fail map[string]int // how many times each command fails, from the SREM on
@@ -319,6 +322,7 @@ func (h *failing) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // the registry and its orders are written. A put-back that fails in discovery is tried at the
 // next.
 func TestPutBackFailsAndDiscoveryPutsItBack(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		fail map[string]int // how many times each command fails, from the SREM on
@@ -366,6 +370,7 @@ func TestPutBackFailsAndDiscoveryPutsItBack(t *testing.T) {
 // out of both sets, and a lookup of the order admitted since the reopening, pending, was
 // answered 404 until the second's put-back (until its next discovery when that failed).
 func TestTwoRetirementsOfAReopenedSale(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		vid, bought := f.retiredSale(c)
 		var reopened map[int64]int64

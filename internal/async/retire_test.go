@@ -121,6 +121,7 @@ func stopped(t *testing.T, w *async.Writer) {
 // the writer retires them: a lookup's Redis work is again what it was before those sales,
 // however many there were.
 func TestLookupAsksRecentSalesOnly(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		// The lookups' own client, so that the writer's commands are not counted.
@@ -169,6 +170,7 @@ func TestLookupAsksRecentSalesOnly(t *testing.T) {
 // voucher's sale hash and stream one call at a time, all under one 2 s timeout: with enough
 // of them it ran out, and started loops for old vouchers. It reads them in one pipeline.
 func TestDiscoveryRoundTripsDoNotGrow(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		counter := &commandCounter{}
@@ -196,6 +198,7 @@ func TestDiscoveryRoundTripsDoNotGrow(t *testing.T) {
 // stream (a key of another type) leaves that voucher's state unknown, and the discovery still
 // starts the loops of the others.
 func TestDiscoveryReadsPastARefusedKey(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		broken, on := f.voucher(1), f.voucher(1)
@@ -219,6 +222,7 @@ func TestDiscoveryReadsPastARefusedKey(t *testing.T) {
 // also when the record written at its dead letter is missing (the retirement copies the dead
 // letters first); the books still reconcile, with the kept unit counted in the database.
 func TestRetiredVoucherAnswersFailedOrders(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{MaxAttempts: 1}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.voucher(3)
@@ -279,6 +283,7 @@ func TestRetiredVoucherAnswersFailedOrders(t *testing.T) {
 // stay pending to a lookup; once a writer wrote them it is. A sale over for less than the
 // retention is not retired either.
 func TestRetireKeepsAVoucherWithOrdersPending(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.voucher(5)
@@ -319,6 +324,7 @@ func TestRetireKeepsAVoucherWithOrdersPending(t *testing.T) {
 // retirement script counts the dead letters and keeps the voucher; the next retirement copies
 // it.
 func TestDeadLetterAfterTheCopyKeepsTheVoucher(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.voucher(1)
@@ -353,6 +359,7 @@ func TestDeadLetterAfterTheCopyKeepsTheVoucher(t *testing.T) {
 // between answers the failed order failed (from Redis, or from the database once Redis's copy
 // is gone) and none of the written orders pending.
 func TestRetireRacesLookupsAndOtherWriters(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{MaxAttempts: 1}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.voucher(5)
@@ -419,6 +426,7 @@ func TestRetireRacesLookupsAndOtherWriters(t *testing.T) {
 // moved in the database and its sale hash deleted, as docs/async.md says) is loaded with the
 // users of its rows: its buyers cannot order again, and the writers read it again.
 func TestReopenedSaleKeepsOneOrderPerUser(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.voucher(5)
@@ -471,6 +479,7 @@ func (h *afterGroupCreation) ProcessHook(next redis.ProcessHook) redis.ProcessHo
 // sale hash is not marked retired, in one step; the loop of a retired voucher ends (a reopened
 // sale, its mark gone, is read again).
 func TestWriterDoesNotRecreateARetiredStream(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})

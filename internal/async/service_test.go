@@ -22,6 +22,7 @@ import (
 // learns the first order's id, also once sold out, and takes no unit (the duplicate check
 // comes before the decrement, so the stock never goes below zero).
 func TestAdmission(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -66,6 +67,7 @@ func TestAdmission(t *testing.T) {
 }
 
 func TestAdmissionRefusals(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -92,6 +94,7 @@ func TestAdmissionRefusals(t *testing.T) {
 // TestWriteStorm: many goroutines, many users each asking several times, two writers: every
 // admitted order becomes exactly one row with its id, user and voucher, and the books agree.
 func TestWriteStorm(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			// A generous deadline: the embedded Redis runs each script in a fresh Lua state, one at a
@@ -157,6 +160,7 @@ func TestWriteStorm(t *testing.T) {
 // command (it takes the ids in chunks) is acknowledged and forgotten whole: nothing stays in
 // the stream, pending in the group or in the orders hash.
 func TestLargeBatchAcknowledged(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			const n = 750 // two chunks of the ack script's 500 (1,234 took 26 s of the 20 s bound under a loaded CI run with -race)
@@ -201,6 +205,7 @@ func TestLargeBatchAcknowledged(t *testing.T) {
 // writer claims the entries and finds them written: acknowledged, no second row, no second
 // stock decrement.
 func TestRedeliveryIdempotent(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -243,6 +248,7 @@ func TestRedeliveryIdempotent(t *testing.T) {
 // order row there) is dead-lettered after MaxAttempts, its unit goes back, its user may order
 // again, and its status reads failed with the reason.
 func TestDeadLetter(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 3})
@@ -286,6 +292,7 @@ func TestDeadLetter(t *testing.T) {
 // restarts empty after they were written: the reload sells no unit twice and lets no user
 // order twice.
 func TestReload(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -325,6 +332,7 @@ func TestReload(t *testing.T) {
 // unit back to, so the load must: otherwise the unit is never sold again (a drift of -1) and
 // the failed order's user, restored by the loader, is locked out.
 func TestDeadLetterDuringReload(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 1})
@@ -365,6 +373,7 @@ func TestDeadLetterDuringReload(t *testing.T) {
 // (it never acknowledges). Reading only new entries (">") would leave them pending forever;
 // the surviving writer claims them once idle past ClaimIdle and writes them.
 func TestCrashBeforeCommit(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -394,6 +403,7 @@ func TestCrashBeforeCommit(t *testing.T) {
 
 // TestReconcileDrift: the books catch a unit lost or sold twice.
 func TestReconcileDrift(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -434,6 +444,7 @@ func (b *blockingIDs) Next(ctx context.Context) (int64, error) {
 // hung Redis would hold them), the next one is refused at once with ErrOverloaded, having
 // tried nothing, and counted; once they end, admissions go through again.
 func TestAdmissionBound(t *testing.T) {
+	t.Parallel()
 	s := stores(t)[0]
 	f := newFixture(t, s, async.Config{})
 	vid := f.voucher(10)

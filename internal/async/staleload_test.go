@@ -20,6 +20,7 @@ import (
 // the user stayed mapped to a failed order, refused already_ordered with it, unable to buy
 // again, for the rest of the sale.
 func TestLoadThatLostTheRaceRestoresNoReleasedUser(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{MaxAttempts: 1})
@@ -70,6 +71,7 @@ func TestLoadThatLostTheRaceRestoresNoReleasedUser(t *testing.T) {
 // another load's creation made stale creates nothing now (ErrLoadLost), and the next load
 // counts them.
 func TestStaleLoadAfterTheSaleHashWasDeletedAgain(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
@@ -103,6 +105,7 @@ func TestStaleLoadAfterTheSaleHashWasDeletedAgain(t *testing.T) {
 // next load when one fails), before the database answered that there is no such voucher: the
 // orders hash of a voucher that does not exist stayed for ever, one key per id anyone ordered.
 func TestOrderOfNoVoucherLeavesNoKey(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})

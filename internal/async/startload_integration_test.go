@@ -64,6 +64,7 @@ func holdVoucherRow(t *testing.T, dsn string, voucherID int64) (other *sql.DB, h
 // so the start's first load of the voucher fails. The hold ends once that attempt has failed;
 // LoadOnSale tries again, loads the voucher and registers it, and the start succeeds.
 func TestLoadOnSaleOutlastsAnotherInstancesLoad(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn := testenv.MySQLDSN(t)
 	f := startFixture(t, dsn, async.Config{})
@@ -114,6 +115,7 @@ func (h onCommand) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // readTimeout, the database does not answer the ping that would allow another attempt, and
 // LoadOnSale fails after that one attempt, long before the start's deadline.
 func TestLoadOnSaleFailsOnADatabaseThatHangs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	maria := testenv.StartMariaDB(t)
 	dsn := maria.CreateDatabase("seckill_async_start")

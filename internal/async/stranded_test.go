@@ -92,6 +92,7 @@ func (r *reloads) discovered(t *testing.T) string {
 // retired; it now loads it, through the loader the admissions share, and the voucher is then
 // retired as any other (the frozen clock keeps it within the retention until then).
 func TestDiscoveryLoadsStrandedVoucher(t *testing.T) {
+	t.Parallel()
 	withFrozenClock(t, func(t *testing.T, f *fixture, c *frozenClock) {
 		ctx := context.Background()
 		vid := f.strandedVoucher()
@@ -117,6 +118,7 @@ func TestDiscoveryLoadsStrandedVoucher(t *testing.T) {
 // every discovery: the pause after a failure is the discovery interval, doubled after each
 // failure up to a minute. A load that then succeeds ends the back-off.
 func TestStrandedLoadBacksOff(t *testing.T) {
+	t.Parallel()
 	withFrozenClock(t, func(t *testing.T, f *fixture, c *frozenClock) {
 		ctx := context.Background()
 		vid := f.strandedVoucher()
@@ -158,6 +160,7 @@ func (f *fixture) deleteVoucher(voucherID int64) {
 // no order anywhere (none in the database, none in Redis), so discovery deletes its keys and
 // takes it out of the registry, rather than loading it again and again.
 func TestStrandedVoucherNotInDatabaseRemoved(t *testing.T) {
+	t.Parallel()
 	withFrozenClock(t, func(t *testing.T, f *fixture, c *frozenClock) {
 		ctx := context.Background()
 		vid := f.strandedVoucher()
@@ -184,6 +187,7 @@ func TestStrandedVoucherNotInDatabaseRemoved(t *testing.T) {
 // copied to the database) stays registered: a lookup of that order must find it, never answer
 // 404. Its load is tried again after the back-off.
 func TestStrandedVoucherNotInDatabaseKeepsOrders(t *testing.T) {
+	t.Parallel()
 	withFrozenClock(t, func(t *testing.T, f *fixture, c *frozenClock) {
 		ctx := context.Background()
 		vid := f.strandedVoucher()

@@ -21,6 +21,7 @@ import (
 // from the books as they are, and deletes it; nothing is sold twice, every order is found and
 // written, and the retirement takes the orders hash with the old field.
 func TestLoadFieldsOfAnEarlierVersion(t *testing.T) {
+	t.Parallel()
 	withClock(t, async.Config{}, func(t *testing.T, f *fixture, c *clock) {
 		ctx := context.Background()
 		vid := f.voucher(3)

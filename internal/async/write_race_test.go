@@ -25,6 +25,7 @@ import (
 // On SQLite, whose transactions take the write lock at BEGIN, a cannot begin before b commits:
 // the test passes whatever Write's order of statements.
 func TestWriteWaitsForAWriterOfTheSameEntryInCommit(t *testing.T) {
+	t.Parallel()
 	for _, s := range stores(t) {
 		t.Run(s.name, func(t *testing.T) {
 			f, vid, e := inFlight(t, s, 1)
