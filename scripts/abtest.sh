@@ -133,14 +133,15 @@ open_loop() {
 		return
 	fi
 	s1=$(sample)
-	# 202 in async mode, 201 in sync: every answer must be one of them.
+	# 202 in async mode, 201 in sync: every answer must be one of them. The run's own fields are
+	# the JSON's two-space-indented lines; its seconds' fields sit deeper.
 	n=$(sed -n 's/^ *"20[12]": *\([0-9]*\).*/\1/p' "$OUT/$name.json" | awk '{ n += $1 } END { print n + 0 }')
-	if [[ $n != "$(sed -n 's/^ *"sent": *\([0-9]*\).*/\1/p' "$OUT/$name.json")" ]]; then
+	if [[ $n != "$(sed -n 's/^  "sent": *\([0-9]*\).*/\1/p' "$OUT/$name.json")" ]]; then
 		echo "void: not every answer was 201 or 202 ($OUT/$name.json)"
 		return
 	fi
-	p50=$(sed -n 's/^ *"p50Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
-	p99=$(sed -n 's/^ *"p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
+	p50=$(sed -n 's/^  "p50Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
+	p99=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
 	read -r i g rd d m busy < <(cpu_per "$s0" "$s1" "$n")
 	printf '%.1f %.1f %s%% | %.0f %.0f %.0f %.0f %.0f\n' "$p50" "$p99" "$busy" "$i" "$g" "$rd" "$d" "$m"
 }

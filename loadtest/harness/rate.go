@@ -25,6 +25,17 @@ type rateResult struct {
 	P50Ms       float64        `json:"p50Ms"`
 	P99Ms       float64        `json:"p99Ms"`
 	MaxMs       float64        `json:"maxMs"`
+	// Seconds splits the run by when each request was due, one element a second: whether the
+	// tail is one stall (the first second's connections, say) or spread over the run.
+	Seconds []rateSecond `json:"seconds"`
+}
+
+// rateSecond is one second of an open loop's schedule: its requests and their latency.
+type rateSecond struct {
+	Sent  int     `json:"sent"`
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
 }
 
 // runRate drives an open loop of order requests at a fixed rate, every request a new user, and
@@ -55,6 +66,11 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "rate: %.0f/s for %s: %d sent, %d skipped, answers %v; 2xx %.1f/s; latency p50 %.2f ms, p99 %.2f ms, max %.1f ms\n",
 		res.Rate, *dur, res.Sent, res.Skipped, res.Statuses, res.OKPerSec, res.P50Ms, res.P99Ms, res.MaxMs)
+	fmt.Fprint(stdout, "rate: p99 ms by second:")
+	for _, s := range res.Seconds {
+		fmt.Fprintf(stdout, " %.1f", s.P99Ms)
+	}
+	fmt.Fprintln(stdout)
 	if *out != "" {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		if err := os.WriteFile(*out, b, 0o644); err != nil {
@@ -83,6 +99,7 @@ func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, d
 		mu       sync.Mutex
 		statuses = map[string]int{}
 		lat      = make([]time.Duration, 0, n)
+		bySecond = make([][]time.Duration, int(dur/time.Second)+1)
 		wg       sync.WaitGroup
 	)
 	slots := make(chan struct{}, maxInflight)
@@ -113,9 +130,11 @@ func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, d
 				status = strconv.Itoa(code)
 			}
 			took := time.Since(due)
+			sec := int(due.Sub(start) / time.Second)
 			mu.Lock()
 			statuses[status]++
 			lat = append(lat, took)
+			bySecond[sec] = append(bySecond[sec], took)
 			mu.Unlock()
 		}(userBase + int64(i))
 	}
@@ -135,6 +154,13 @@ func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, d
 	res.P99Ms = millis(pct(lat, 0.99))
 	if len(lat) > 0 {
 		res.MaxMs = millis(lat[len(lat)-1])
+	}
+	for _, l := range bySecond {
+		if len(l) == 0 {
+			continue
+		}
+		slices.Sort(l)
+		res.Seconds = append(res.Seconds, rateSecond{Sent: len(l), P50Ms: millis(pct(l, 0.50)), P99Ms: millis(pct(l, 0.99)), MaxMs: millis(l[len(l)-1])})
 	}
 	return res, nil
 }
