@@ -219,7 +219,7 @@ read -r healthz_best healthz_best_c < <(best healthz)
 healthz_at_async_best=$(val "connections,healthz,2,$async_best_c" 5)
 # Sync measured where async has its ceiling: the ratio at one connection count there too.
 sync_at_async_best=$(val "connections,sync,2,$async_best_c" 5)
-drain=$(python3 -c 'import glob,json; r=[json.load(open(f)) for f in glob.glob("'"$OUT"'/drain-*.json")]; r=[x for x in r if x["backlogAtStart"]>=2000]; print("%.1f %d" % (max(x["ratePerSec"] for x in r), max(x["backlogAtStart"] for x in r)) if r else "0 0")' 2>/dev/null || echo "0 0")
+drain=$(python3 -c 'import glob,json; r=[json.load(open(f)) for f in glob.glob("'"$OUT"'/drain-*.json")]; r=[x for x in r if x["backlogAtStart"]>=2000]; b=max(r, key=lambda x: x["ratePerSec"]) if r else None; print("%.1f %d" % (b["ratePerSec"], b["backlogAtStart"]) if b else "0 0")' 2>/dev/null || echo "0 0")
 read -r drain_rate drain_backlog <<<"$drain"
 # Writers that keep pace leave no backlog to time: then what they wrote while a point's load ran
 # is a lower bound of their rate: the point's admissions (its 2xx/s times DURATION) less the
