@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/loopback"
 )
 
 // The ZooKeeper lock's parts that need no server: the order of the queue, and how session
@@ -207,10 +208,8 @@ func TestZKSessionReentry(t *testing.T) {
 // TestNewZooKeeperClientUnreachable: nothing listening fails the constructor, naming the
 // address, instead of the first lock.
 func TestNewZooKeeperClientUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loopback.Closed()
 	require.NoError(t, err)
-	addr := "127.0.0.1:" + strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	require.NoError(t, ln.Close())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()

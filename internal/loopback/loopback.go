@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,4 +114,21 @@ func reserve(port int) (*os.File, error) {
 		return nil, fmt.Errorf("loopback: reserve port %d: %w", port, err)
 	}
 	return f, nil
+}
+
+// Closed returns a 127.0.0.1 address, reserved as Start's are, where nothing listens: a
+// connection to it is refused for as long as the process runs. A port the kernel chose and
+// that was closed again is not that: a server of a test running beside, listening on ":0",
+// can be given it, and the "dead" address answers.
+func Closed() (string, error) {
+	var addr string
+	err := Start(func(a string) error {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return err
+		}
+		addr = a
+		return ln.Close()
+	})
+	return addr, err
 }

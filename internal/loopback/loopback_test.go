@@ -139,3 +139,22 @@ func TestStartOnHonoursAnotherProcess(t *testing.T) {
 	require.NoError(t, child.Wait())
 	require.NoError(t, loopback.StartOn(port, func(string) error { return nil }), "the port is free once its holder has exited")
 }
+
+// TestClosedRefusesAndStaysReserved: Closed's address refuses connections, and its port stays
+// reserved: another Closed, or a server Start places, never gets it.
+func TestClosedRefusesAndStaysReserved(t *testing.T) {
+	a, err := loopback.Closed()
+	require.NoError(t, err)
+	b, err := loopback.Closed()
+	require.NoError(t, err)
+	assert.NotEqual(t, a, b)
+	for _, addr := range []string{a, b} {
+		_, err := net.Dial("tcp", addr)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED, "dial %s", addr)
+		_, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		p, err := strconv.Atoi(port)
+		require.NoError(t, err)
+		assert.ErrorIs(t, loopback.StartOn(p, func(string) error { return nil }), loopback.ErrReserved)
+	}
+}
