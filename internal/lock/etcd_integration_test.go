@@ -214,6 +214,7 @@ func TestEtcdWaitersWatchTheirPredecessor(t *testing.T) {
 // expire it after a pause): Lost closes, Unlock is ErrNotHeld, another owner gets the lock with
 // a larger token, and the client goes on with a new lease.
 func TestEtcdLeaseLostIsReported(t *testing.T) {
+	t.Parallel()
 	prefix := serverTestRoot(t)
 	ca := newEtcdTestClient(t, prefix, etcdHooks{})
 	a := NewEtcdLocks(ca).EtcdLock("u1")
@@ -323,6 +324,7 @@ func ownEtcdClient(t *testing.T, ttl time.Duration) (*testenv.EtcdProcess, *Etcd
 // acquisition meanwhile fails within its context instead of hanging; once etcd answers
 // again the client has a new lease and takes the lock again, with a larger token.
 func TestEtcdFrozenServer(t *testing.T) {
+	t.Parallel()
 	const ttl = 3 * time.Second
 	srv, c := ownEtcdClient(t, ttl)
 	ctx := context.Background()
@@ -375,6 +377,7 @@ func TestEtcdFrozenServer(t *testing.T) {
 // queue again with) and the holder's Unlock with an error, all while etcd is still frozen, instead of hanging until their contexts end (a
 // context without deadline: for as long as etcd is frozen).
 func TestEtcdFrozenServerEndsLongWaits(t *testing.T) {
+	t.Parallel()
 	const ttl = 3 * time.Second
 	srv := testenv.StartEtcd(t)
 	prefix := serverTestRoot(t)

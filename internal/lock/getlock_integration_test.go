@@ -203,6 +203,7 @@ func holdElsewhere(ctx context.Context, t *testing.T, locks *lock.MySQLGetLocks,
 // timeout: an error ("invalid connection") and a discarded connection, a second and a half
 // before the wait was over.
 func TestGetLockWaitLongerThanTheReadTimeout(t *testing.T) {
+	t.Parallel()
 	for _, flavour := range []string{"server", "seconds"} {
 		t.Run(flavour, func(t *testing.T) {
 			cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))

@@ -104,6 +104,7 @@ func partitionHook(cut *atomic.Bool) hook {
 // TestPartitionHookEndsUnboundedCommands: a command on a context without a deadline, cut off
 // by partitionHook, fails after partitionReadTimeout instead of hanging.
 func TestPartitionHookEndsUnboundedCommands(t *testing.T) {
+	t.Parallel()
 	var cut atomic.Bool
 	cut.Store(true)
 	process := partitionHook(&cut)(func(context.Context, redis.Cmder) error {

@@ -23,6 +23,7 @@ import (
 // (database.DefaultReadTimeout, 5 s, as the service opens its database), then the release
 // after it half a second more.
 func TestMySQLLockWaitBoundedWhenMariaDBFreezes(t *testing.T) {
+	t.Parallel()
 	srv := testenv.StartMariaDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -76,6 +76,7 @@ func TestMySQLLockRowKeptLockedIsNotObtained(t *testing.T) {
 // error as from a database that does not answer: the 300 ms wait's first attempt, the longer
 // waits' second, begun as InnoDB ended the first.
 func TestMySQLLockWaitForARowKeptLockedIsNotObtained(t *testing.T) {
+	t.Parallel()
 	ctx := dbCtx(t)
 	raw, locks := rowBusyLocks(t)
 	for _, wait := range []time.Duration{300 * time.Millisecond, 1200 * time.Millisecond, 1500 * time.Millisecond} {

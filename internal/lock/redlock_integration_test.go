@@ -120,6 +120,7 @@ func (p *redisProc) signal(t *testing.T, sig syscall.Signal) {
 // a stopped one is silent, and its client ignores context deadlines and gives up only after
 // its read timeout, hungFor: only the node timeout stands between it and the caller.
 func TestRedLockQuorumReal(t *testing.T) {
+	t.Parallel()
 	// Each case with hung nodes waits out the node timeout once or twice, so the hung mode
 	// takes the cases at the quorum's edges, not all 32.
 	hungCases := map[int]bool{0b00000: true, 0b00100: true, 0b10010: true, 0b10101: true, 0b11111: true}

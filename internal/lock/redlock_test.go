@@ -281,6 +281,7 @@ func forQuorumCases(t *testing.T, check func(c quorumCase)) {
 // hung one is silent, and only the node timeout keeps it from stalling the caller (its
 // client ignores contexts and has no read timeout to give up by).
 func TestRedLockQuorumEmbedded(t *testing.T) {
+	t.Parallel()
 	t.Run("down", func(t *testing.T) {
 		t.Parallel()
 		forQuorumCases(t, func(c quorumCase) {

@@ -20,6 +20,7 @@ import (
 // of its wait. That attempt ran on the caller's ctx and waited for Redis until the client's
 // read timeout, a minute here (the service's clients have ContextTimeoutEnabled, as this one).
 func TestWaitBoundedWhenRedisHangs(t *testing.T) {
+	t.Parallel()
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			t.Parallel()

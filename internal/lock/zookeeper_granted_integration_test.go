@@ -110,6 +110,7 @@ func newZKClientAt(t *testing.T, addr, root string, asked time.Duration, hooks z
 // and a call the server never answers is given up after the granted timeout, not the asked
 // one. Both run on one server, which is slow to start.
 func TestZooKeeperGrantedTimeout(t *testing.T) {
+	t.Parallel()
 	addr := startZooKeeper(t)
 
 	t.Run("Lost before the server expires the session", func(t *testing.T) {

@@ -372,6 +372,7 @@ func TestZooKeeperClose(t *testing.T) {
 // The holder is told on Lost, its Unlock returns ErrNotHeld, another process takes the lock
 // with a larger token, and a waiter of the expired session queues again in the new one.
 func TestZooKeeperSessionExpiry(t *testing.T) {
+	t.Parallel()
 	root := serverTestRoot(t)
 	tap := &zkTap{}
 	watching := make(chan struct{}, 1)
