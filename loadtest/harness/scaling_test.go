@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,6 +99,30 @@ func TestOpenLoopSendsEveryUserOnce(t *testing.T) {
 	assert.Equal(t, map[string]int{"202": 75, "503": 25}, res.Statuses)
 	assert.Greater(t, res.OKPerSec, 0.0)
 	assert.LessOrEqual(t, res.P50Ms, res.P99Ms)
+}
+
+// TestOpenLoopSplitsBySecondDue: each second of the schedule holds the requests due in it,
+// whenever their answers came, and its tail is its own: a stall in the second second shows
+// there and not in the first.
+func TestOpenLoopSplitsBySecondDue(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Users 1-100 are due in the first second, 101-200 in the second: ten of those stall.
+		if u, _ := strconv.Atoi(r.Header.Get("X-User-ID")); u > 100 && u <= 110 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+
+	res, err := openLoopOrders(context.Background(), srv.URL, 7, 100, 2*time.Second, 1, 256, 64)
+	require.NoError(t, err)
+	require.Len(t, res.Seconds, 2)
+	assert.Equal(t, 100, res.Seconds[0].Sent)
+	assert.Equal(t, 100, res.Seconds[1].Sent)
+	assert.Less(t, res.Seconds[0].MaxMs, 300.0, "the first second's answers did not stall")
+	assert.GreaterOrEqual(t, res.Seconds[1].MaxMs, 300.0)
+	assert.GreaterOrEqual(t, res.Seconds[1].P99Ms, 300.0, "a tenth of the second second stalled")
+	assert.Equal(t, res.MaxMs, res.Seconds[1].MaxMs)
 }
 
 func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
