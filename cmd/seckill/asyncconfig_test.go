@@ -18,7 +18,7 @@ import (
 // in async mode and it becomes ready, while the same settings in the synchronous mode are
 // still refused as before. Before, every async start here was refused but the last three.
 func TestAsyncStartIgnoresLockSettings(t *testing.T) {
-	dead := freeAddr(t) // nothing listens there
+	dead := closedAddr(t)
 	tests := []struct {
 		name string
 		env  map[string]string
