@@ -230,7 +230,7 @@ func (e *env) claim(ctx context.Context, consumer string) ([]entry, error) {
 	return es, nil
 }
 
-// ack acknowledges entries with the service's script (scripts/lua/async_ack.lua): XACK, XDEL
+// ack acknowledges entries with the service's script (scripts/lua/async_ack.lua): XACK, the entries deleted
 // and the orders' pending status forgotten, in one step. Whether that happens before or after
 // the commit is the lesson's.
 func (e *env) ack(ctx context.Context, consumer string, es ...entry) error {
@@ -245,7 +245,7 @@ func (e *env) ack(ctx context.Context, consumer string, es ...entry) error {
 	if err != nil {
 		return err
 	}
-	e.say("%s: async_ack.lua (XACK + XDEL) %s → %d acknowledged", consumer, describe(es), n)
+	e.say("%s: async_ack.lua (XACK, then delete) %s → %d acknowledged", consumer, describe(es), n)
 	return nil
 }
 
