@@ -48,7 +48,7 @@ func TestServerRefusingEveryWriteIsNotARefusalOfTheOrders(t *testing.T) {
 			// Every write of the voucher's row fails with the next error, once each.
 			var refused atomic.Int32
 			require.NoError(t, f.db.Callback().Raw().Before("gorm:raw").Register("test:read_only", func(tx *gorm.DB) {
-				if !strings.HasPrefix(tx.Statement.SQL.String(), "UPDATE seckill_vouchers SET stock = stock WHERE") {
+				if !takesVoucherRow(tx.Statement.SQL.String()) {
 					return
 				}
 				if n := refused.Add(1); int(n) <= len(errs) {
@@ -160,7 +160,7 @@ func TestRowWaitIsNotUnready(t *testing.T) {
 func rowTakeFailing(t *testing.T, f *fixture, failing *atomic.Bool, err error) (*async.Writer, *async.Metrics) {
 	t.Helper()
 	require.NoError(t, f.db.Callback().Raw().Before("gorm:raw").Register("test:row_take_failing", func(tx *gorm.DB) {
-		if failing.Load() && strings.HasPrefix(tx.Statement.SQL.String(), "UPDATE seckill_vouchers SET stock = stock WHERE") {
+		if failing.Load() && takesVoucherRow(tx.Statement.SQL.String()) {
 			_ = tx.AddError(err)
 		}
 	}))
@@ -171,4 +171,12 @@ func rowTakeFailing(t *testing.T, f *fixture, failing *atomic.Bool, err error) (
 	w.Start()
 	t.Cleanup(func() { stopped(t, w) })
 	return w, metrics
+}
+
+// takesVoucherRow reports whether sql is the first statement of a writer's batch, the one
+// that takes the voucher's row: Store.Write's stock UPDATE (a batch of new orders) or the
+// UPDATE that changes nothing (before the read of the orders already written).
+func takesVoucherRow(sql string) bool {
+	return strings.HasPrefix(sql, "UPDATE seckill_vouchers SET stock = stock WHERE") ||
+		strings.HasPrefix(sql, "UPDATE seckill_vouchers SET stock = stock - ")
 }

@@ -1,6 +1,7 @@
 package async
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -89,7 +90,102 @@ type Held func(ctx context.Context, es []Entry) error
 // entries to be inserted; its error rolls everything back and is returned. ReadBooks takes
 // the same row first, so a reload reads the database either after this commit or before a
 // held check that then finds the entries gone (see ReadBooks).
+//
+// A batch whose entries are all new, as nearly every batch of a sale is, is first written
+// without that read (writeNew): the stock UPDATE takes the row, and the INSERT's own unique
+// checks find an entry already written. When they do, or the stock or the held check refuses,
+// that transaction is rolled back and the batch is written again as above, which tells each
+// entry's outcome; either way the rows, the stock and the outcomes are the same.
 func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
+	if distinctUsers(es) {
+		out, err := s.writeNew(ctx, voucherID, es, held)
+		if !errors.Is(err, errNotAllNew) {
+			return out, err
+		}
+	}
+	return s.writeChecked(ctx, voucherID, es, held)
+}
+
+// errNotAllNew is writeNew's error when it wrote nothing because the batch may not be all new
+// orders: an entry's order or user already has a row, the stock does not cover every entry,
+// or the held check found entries gone. writeChecked then decides each entry.
+var errNotAllNew = errors.New("async: the batch is not all new orders")
+
+// distinctUsers reports whether no user has two entries in es.
+func distinctUsers(es []Entry) bool {
+	seen := make(map[int64]struct{}, len(es))
+	for _, e := range es {
+		if _, ok := seen[e.UserID]; ok {
+			return false
+		}
+		seen[e.UserID] = struct{}{}
+	}
+	return true
+}
+
+// writeNew writes every entry of es as a new order in one transaction of three statements:
+// the stock UPDATE (which takes the voucher's row, as takeVoucherRow does), the held check, the
+// INSERT. errNotAllNew, with nothing written, when one of them refuses; the database's or the
+// held check's other errors as Write returns them.
+func (s *Store) writeNew(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		now := time.Now().UTC()
+		if covered, err := takeStock(tx, voucherID, len(es), now); err != nil || !covered {
+			return cmp.Or(err, errNotAllNew)
+		}
+		if held != nil {
+			if err := held(ctx, es); err != nil {
+				if errors.Is(err, ErrEntriesGone) {
+					return errNotAllNew
+				}
+				return err
+			}
+		}
+		err := s.insert(tx, voucherID, es, now)
+		if database.IsUniqueViolation(err, "PRIMARY", "id") || database.IsUniqueViolation(err, "uk_user_voucher", "user_id", "voucher_id") {
+			return errNotAllNew
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Outcome, len(es))
+	for i := range out {
+		out[i] = Written
+	}
+	return out, nil
+}
+
+// takeStock lowers voucherID's stock by n in tx, taking its row, and reports whether the stock
+// covered n (false: nothing changed).
+func takeStock(tx *gorm.DB, voucherID int64, n int, now time.Time) (bool, error) {
+	res := tx.Exec("UPDATE seckill_vouchers SET stock = stock - ?, updated_at = ? WHERE voucher_id = ? AND stock >= ?",
+		n, now, voucherID, n)
+	if res.Error != nil {
+		return false, fmt.Errorf("take stock: %w", res.Error)
+	}
+	return res.RowsAffected > 0, nil
+}
+
+// insert inserts es as new orders of voucherID in one multi-row INSERT.
+func (s *Store) insert(tx *gorm.DB, voucherID int64, es []Entry, now time.Time) error {
+	values := make([]string, len(es))
+	args := make([]any, 0, 6*len(es))
+	for i, e := range es {
+		values[i] = "(?, ?, ?, ?, ?, ?)"
+		args = append(args, e.OrderID, e.UserID, voucherID, order.StatusUnpaid, e.At.UTC(), now)
+	}
+	if err := tx.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES "+
+		strings.Join(values, ", "), args...).Error; err != nil {
+		return fmt.Errorf("insert orders: %w", err)
+	}
+	return nil
+}
+
+// writeChecked is Write's careful path: it reads which entries are already written, then
+// writes the others.
+func (s *Store) writeChecked(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
 	out := make([]Outcome, len(es))
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// One statement per batch: take the voucher's row before anything is read (see above).
@@ -111,8 +207,6 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Hel
 		for _, r := range rows {
 			byID[r.ID], byUser[r.UserID] = true, true
 		}
-		var values []string
-		var args []any
 		var written []Entry
 		now := time.Now().UTC()
 		for i, e := range es {
@@ -124,32 +218,21 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Hel
 			default:
 				out[i] = Written
 				byUser[e.UserID] = true // a second entry of the user in this batch conflicts
-				values = append(values, "(?, ?, ?, ?, ?, ?)")
-				args = append(args, e.OrderID, e.UserID, voucherID, order.StatusUnpaid, e.At.UTC(), now)
 				written = append(written, e)
 			}
 		}
-		if len(values) == 0 {
+		if len(written) == 0 {
 			return nil
 		}
-		res := tx.Exec("UPDATE seckill_vouchers SET stock = stock - ?, updated_at = ? WHERE voucher_id = ? AND stock >= ?",
-			len(values), now, voucherID, len(values))
-		if res.Error != nil {
-			return fmt.Errorf("take stock: %w", res.Error)
-		}
-		if res.RowsAffected == 0 {
-			return ErrStockShort
+		if covered, err := takeStock(tx, voucherID, len(written), now); err != nil || !covered {
+			return cmp.Or(err, ErrStockShort)
 		}
 		if held != nil {
 			if err := held(ctx, written); err != nil {
 				return err
 			}
 		}
-		if err := tx.Exec("INSERT INTO voucher_orders (id, user_id, voucher_id, status, created_at, updated_at) VALUES "+
-			strings.Join(values, ", "), args...).Error; err != nil {
-			return fmt.Errorf("insert orders: %w", err)
-		}
-		return nil
+		return s.insert(tx, voucherID, written, now)
 	})
 	if err != nil {
 		return nil, err

@@ -14,8 +14,8 @@ import (
 	"github.com/seckill/seckill/internal/testenv"
 )
 
-// BenchmarkWrite writes batches of async.DefaultBatch new orders (Store.Write: the existing
-// orders' read, the stock, the INSERT) into a voucher that already has
+// BenchmarkWrite writes batches of async.DefaultBatch new orders (Store.Write: the stock
+// UPDATE and the INSERT, no read, as every batch of new orders) into a voucher that already has
 // SECKILL_BENCH_WRITE_ORDERS order rows (a hundred thousand unless set), on a fresh database
 // of the real MariaDB/MySQL. Each batch's users are new and come in no order of their ids, as
 // a sale's do; the ids ascend, as the ID generator's. It reports the time per order written
