@@ -97,7 +97,7 @@ type Held func(ctx context.Context, es []Entry) error
 // that transaction is rolled back and the batch is written again as above, which tells each
 // entry's outcome; either way the rows, the stock and the outcomes are the same.
 func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
-	if distinctUsers(es) {
+	if len(es) > 0 && distinctUsers(es) {
 		out, err := s.writeNew(ctx, voucherID, es, held)
 		if !errors.Is(err, errNotAllNew) {
 			return out, err

@@ -71,6 +71,7 @@ func TestWriteOutcomes(t *testing.T) {
 			wantErr: async.ErrEntriesGone, rows: map[int64]int64{}, left: 5},
 		{name: "stock short of the new ones", stock: 1, batch: []async.Entry{entry(o1, u1), entry(o2, u2)},
 			wantErr: async.ErrStockShort, rows: map[int64]int64{}, left: 1},
+		{name: "no entries", stock: 1, want: []async.Outcome{}, rows: map[int64]int64{}, left: 1},
 	} {
 		for _, s := range stores(t) {
 			t.Run(c.name+"/"+s.name, func(t *testing.T) {
