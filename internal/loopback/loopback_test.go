@@ -88,7 +88,8 @@ func ports(ps ...int) func() int {
 // down for a restart; Start gives another server another port, though nothing listens on the
 // first. Two helpers that probed "is it free?" chose the same port in that window.
 func TestStartNeverHandsOutAHeldPort(t *testing.T) {
-	first, second := loopback.PortLow+17, loopback.PortLow+18
+	free := loopback.FreePorts(loopback.PortLow+17, 2)
+	first, second := free[0], free[1]
 	loopback.SetPick(t, ports(first, first, second))
 	var down string // a server that is down: it listens on nothing
 	require.NoError(t, loopback.Start(func(addr string) error { down = addr; return nil }))
@@ -117,21 +118,34 @@ func TestStartOnHonoursAnotherProcess(t *testing.T) {
 		_, _ = io.Copy(io.Discard, os.Stdin) // hold it until the parent closes stdin
 		os.Exit(0)
 	}
-	port := loopback.PortLow + 19
-	child := exec.Command(os.Args[0], "-test.run=^TestStartOnHonoursAnotherProcess$")
-	child.Env = append(os.Environ(), reserveEnv+"="+strconv.Itoa(port))
-	stdin, err := child.StdinPipe()
-	require.NoError(t, err)
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, child.Start())
+	// The child reserves a port of the range's start; one that a server of a test binary
+	// running beside holds (Start picks ports at random in the whole range) is passed over.
+	var port int
+	var child *exec.Cmd
+	var stdin io.WriteCloser
+	for port = loopback.PortLow + 19; ; port++ {
+		require.Less(t, port, loopback.PortLow+100, "no port of the range's start free for the child")
+		child = exec.Command(os.Args[0], "-test.run=^TestStartOnHonoursAnotherProcess$")
+		child.Env = append(os.Environ(), reserveEnv+"="+strconv.Itoa(port))
+		var err error
+		stdin, err = child.StdinPipe()
+		require.NoError(t, err)
+		out, err := child.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, child.Start())
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err)
+		if line == "reserved\n" {
+			break
+		}
+		require.Equal(t, loopback.ErrReserved.Error()+": 127.0.0.1:"+strconv.Itoa(port)+"\n", line, "the child's answer")
+		_ = stdin.Close()
+		_ = child.Wait()
+	}
 	t.Cleanup(func() { _ = stdin.Close(); _ = child.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "reserved\n", line)
 
 	called := false
-	err = loopback.StartOn(port, func(string) error { called = true; return nil })
+	err := loopback.StartOn(port, func(string) error { called = true; return nil })
 	require.ErrorIs(t, err, loopback.ErrReserved)
 	assert.False(t, called, "start called on a port another process holds")
 
