@@ -16,7 +16,9 @@
 -- last one once. That is a batch written while no older entry waits, the common case; the ids
 -- at or above the floor (an older batch still being written by another consumer) are deleted
 -- by XDEL. When an id cannot be compared as numbers (more digits than a Lua number holds
--- exactly), every id goes to XDEL, as before.
+-- exactly), every id goes to XDEL, as before. That every entry below a group's last-delivered
+-- id was delivered holds because the writers create the group at 0 (async_group.lua); a group
+-- created or moved past entries by hand (XGROUP CREATE ... $, XGROUP SETID) breaks it.
 -- Each command takes up to `chunk` ids at once rather than one: a batch costs four commands per
 -- chunk instead of four per order, and unpack stays far below Lua's limit on its results.
 local chunk = 500
