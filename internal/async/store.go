@@ -97,7 +97,7 @@ type Held func(ctx context.Context, es []Entry) error
 // that transaction is rolled back and the batch is written again as above, which tells each
 // entry's outcome; either way the rows, the stock and the outcomes are the same.
 func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Held) ([]Outcome, error) {
-	if len(es) > 0 && distinctUsers(es) {
+	if len(es) > 0 {
 		out, err := s.writeNew(ctx, voucherID, es, held)
 		if !errors.Is(err, errNotAllNew) {
 			return out, err
@@ -107,21 +107,10 @@ func (s *Store) Write(ctx context.Context, voucherID int64, es []Entry, held Hel
 }
 
 // errNotAllNew is writeNew's error when it wrote nothing because the batch may not be all new
-// orders: an entry's order or user already has a row, the stock does not cover every entry,
-// or the held check found entries gone. writeChecked then decides each entry.
+// orders: an entry's order or user already has a row (or a user has two entries), the stock
+// does not cover every entry, or the held check found entries gone. writeChecked then decides
+// each entry.
 var errNotAllNew = errors.New("async: the batch is not all new orders")
-
-// distinctUsers reports whether no user has two entries in es.
-func distinctUsers(es []Entry) bool {
-	seen := make(map[int64]struct{}, len(es))
-	for _, e := range es {
-		if _, ok := seen[e.UserID]; ok {
-			return false
-		}
-		seen[e.UserID] = struct{}{}
-	}
-	return true
-}
 
 // writeNew writes every entry of es as a new order in one transaction of three statements:
 // the stock UPDATE (which takes the voucher's row, as takeVoucherRow does), the held check, the
@@ -142,7 +131,8 @@ func (s *Store) writeNew(ctx context.Context, voucherID int64, es []Entry, held 
 			}
 		}
 		err := s.insert(tx, voucherID, es, now)
-		if database.IsUniqueViolation(err, "PRIMARY", "id") || database.IsUniqueViolation(err, "uk_user_voucher", "user_id", "voucher_id") {
+		if database.IsUniqueViolation(err, "PRIMARY", "voucher_orders.id") ||
+			database.IsUniqueViolation(err, "uk_user_voucher", "voucher_orders.user_id", "voucher_orders.voucher_id") {
 			return errNotAllNew
 		}
 		return err
