@@ -122,8 +122,8 @@ func (s *Service) admitBatch(voucherID int64, batch []*queued) {
 	defer cancel()
 	s.metrics.admitBatch.Observe(float64(len(batch)))
 	k := keysOf(voucherID)
-	args := make([]any, 0, 2+2*len(batch))
-	args = append(args, voucherID, s.cfg.Now().UnixMilli())
+	args := make([]any, 0, 1+2*len(batch))
+	args = append(args, voucherID)
 	for _, q := range batch {
 		args = append(args, q.user, q.order)
 	}

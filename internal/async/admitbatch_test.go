@@ -3,6 +3,7 @@ package async_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -46,10 +47,10 @@ func (h *admitCalls) admission(cmd redis.Cmder) (int, bool) {
 		return 0, false
 	}
 	args := cmd.Args()
-	if len(args) < 9 || args[3] != h.sale {
+	if len(args) < 8 || args[3] != h.sale {
 		return 0, false
 	}
-	return (len(args) - 9) / 2, true // evalsha sha 4 KEYS×4 voucher now, then pairs
+	return (len(args) - 8) / 2, true // evalsha sha 4 KEYS×4 voucher, then pairs
 }
 
 // before holds the admission calls to hold until their release.
@@ -364,7 +365,10 @@ func TestAdmissionCancelledInFlight(t *testing.T) {
 
 // TestAdmitScriptDecidesAsAlone runs async_admit.lua directly: a voided order id is refused
 // (5) and takes nothing, the window closed answers every order 2, a missing sale hash answers
-// {1} alone, and the stock written is the stock less the orders admitted.
+// {1} alone, and the stock written is the stock less the orders admitted. The window is read on
+// Redis's clock: each case sets it around the time Redis gave just before (the script's own
+// reading is at or after it), so a window that begins at that time is open and one that ends
+// at it is closed, whatever the test process's clock says.
 func TestAdmitScriptDecidesAsAlone(t *testing.T) {
 	t.Parallel()
 	for _, s := range stores(t) {
@@ -372,23 +376,43 @@ func TestAdmitScriptDecidesAsAlone(t *testing.T) {
 			ctx := context.Background()
 			script := redis.NewScript(lua.AsyncAdmit)
 			keys := []string{"seckill:{voucher:9}:sale", "seckill:{voucher:9}:users", "seckill:{voucher:9}:orders", "seckill:{voucher:9}:stream"}
-			run := func(now int64, pairs ...any) []any {
+			run := func(pairs ...any) []any {
 				t.Helper()
-				res, err := script.Run(ctx, s.rdb, keys, append([]any{9, now}, pairs...)...).Slice()
+				res, err := script.Run(ctx, s.rdb, keys, append([]any{9}, pairs...)...).Slice()
 				require.NoError(t, err)
 				return res
 			}
-			assert.Equal(t, []any{int64(1)}, run(1500, 1, 101), "no sale hash: nothing decided")
+			redisNow := func() int64 {
+				t.Helper()
+				now, err := s.rdb.Time(ctx).Result()
+				require.NoError(t, err)
+				return now.UnixMilli()
+			}
+			window := func(begin, end int64) {
+				t.Helper()
+				require.NoError(t, s.rdb.HSet(ctx, keys[0], "begin", begin, "end", end).Err())
+			}
+			assert.Equal(t, []any{int64(1)}, run(1, 101), "no sale hash: nothing decided")
 
-			require.NoError(t, s.rdb.HSet(ctx, keys[0], "stock", 3, "begin", 1000, "end", 2000).Err())
+			before := redisNow()
+			require.NoError(t, s.rdb.HSet(ctx, keys[0], "stock", 3).Err())
+			window(before, before+time.Hour.Milliseconds())
 			require.NoError(t, s.rdb.HSet(ctx, keys[2], "102", "void").Err())
 			assert.Equal(t, []any{int64(0), "101", int64(5), "", int64(0), "103", int64(3), "101"},
-				run(1500, 1, 101, 2, 102, 3, 103, 1, 104))
+				run(1, 101, 2, 102, 3, 103, 1, 104), "a window that began at Redis's time is open")
+			after := redisNow()
 			stock, err := s.rdb.HGet(ctx, keys[0], "stock").Int()
 			require.NoError(t, err)
 			assert.Equal(t, 1, stock)
-			assert.Equal(t, []any{int64(2), "", int64(2), ""}, run(2000, 5, 105, 6, 106), "the window closed")
-			assert.Equal(t, []any{int64(0), "107", int64(4), ""}, run(1999, 7, 107, 8, 108))
+
+			end := redisNow()
+			window(end-time.Hour.Milliseconds(), end)
+			assert.Equal(t, []any{int64(2), "", int64(2), ""}, run(5, 105, 6, 106), "a window that ended at Redis's time is closed")
+			later := redisNow()
+			window(later+time.Hour.Milliseconds(), later+2*time.Hour.Milliseconds())
+			assert.Equal(t, []any{int64(2), ""}, run(5, 105), "a window that begins later is not open yet")
+			window(redisNow(), redisNow()+time.Hour.Milliseconds())
+			assert.Equal(t, []any{int64(0), "107", int64(4), ""}, run(7, 107, 8, 108))
 			users, err := s.rdb.HGetAll(ctx, keys[1]).Result()
 			require.NoError(t, err)
 			assert.Equal(t, map[string]string{"1": "101", "3": "103", "7": "107"}, users)
@@ -399,9 +423,15 @@ func TestAdmitScriptDecidesAsAlone(t *testing.T) {
 				ids = append(ids, e.Values["order"].(string))
 			}
 			assert.Equal(t, []string{"101", "103", "107"}, ids, "one entry per admitted order, in order")
+			// The admission's time, in its status and its entry, is Redis's at the call.
 			st, err := s.rdb.HGet(ctx, keys[2], "103").Result()
 			require.NoError(t, err)
-			assert.Equal(t, "pending|3|1500", st)
+			var user, at int64
+			_, err = fmt.Sscanf(st, "pending|%d|%d", &user, &at)
+			require.NoError(t, err, "status %q", st)
+			assert.Equal(t, int64(3), user)
+			assert.True(t, at >= before && at <= after, "admitted at %d, Redis's time was %d before the call and %d after", at, before, after)
+			assert.Equal(t, strconv.FormatInt(at, 10), entries[1].Values["at"])
 			stock, err = s.rdb.HGet(ctx, keys[0], "stock").Int()
 			require.NoError(t, err)
 			assert.Zero(t, stock)

@@ -95,7 +95,9 @@ type Config struct {
 	// sale ever. The sale hash stays, marked retired. Zero takes DefaultRetention; it is never
 	// shorter than a minute, the time a finished voucher's stream is still read.
 	Retention time.Duration
-	// Now is the clock of the sale window and of the retention; nil means time.Now.
+	// Now is the instance's clock: of the retention, of the vouchers loaded at start and of
+	// the back-off of stranded ones; nil means time.Now. The sale window is not decided on it:
+	// the admission script reads Redis's clock, one for every instance.
 	Now func() time.Time
 }
 

@@ -76,8 +76,14 @@ func newFixture(t *testing.T, s store, cfg async.Config) *fixture {
 // voucher creates a seckill voucher on sale now with stock.
 func (f *fixture) voucher(stock int) int64 {
 	f.t.Helper()
+	return f.voucherWindow(stock, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+// voucherWindow creates a seckill voucher with stock on sale from begin to end.
+func (f *fixture) voucherWindow(stock int, begin, end time.Time) int64 {
+	f.t.Helper()
 	v, err := voucher.NewService(voucher.NewStore(f.db.DB)).Create(context.Background(), voucher.Voucher{Title: "t", Stock: stock,
-		BeginTime: time.Now().Add(-time.Hour), EndTime: time.Now().Add(time.Hour)})
+		BeginTime: begin, EndTime: end})
 	require.NoError(f.t, err)
 	return v.ID
 }

@@ -72,17 +72,31 @@ func TestAdmissionRefusals(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			f := newFixture(t, s, async.Config{})
 			ctx := context.Background()
-			vid := f.voucher(1)
+			vid := f.voucher(2)
 			_, err := f.svc.Place(ctx, 1, vid+100)
 			assert.ErrorIs(t, err, voucher.ErrNotFound)
 
-			early := newFixture(t, s, async.Config{Now: func() time.Time { return time.Now().Add(-2 * time.Hour) }})
-			_, err = early.svc.Place(ctx, 1, vid)
-			assert.ErrorIs(t, err, order.ErrSaleNotActive)
-			late := newFixture(t, s, async.Config{Now: func() time.Time { return time.Now().Add(2 * time.Hour) }})
-			_, err = late.svc.Place(ctx, 1, vid)
-			assert.ErrorIs(t, err, order.ErrSaleNotActive)
-			assert.Equal(t, int64(1), f.book(vid).RedisStock, "refusals take nothing")
+			// The window is read on Redis's clock, not on the instance's: instances whose clocks
+			// run two hours behind and ahead refuse a sale that has not begun and one that has
+			// ended, and admit to the one on sale, as an instance on time does.
+			now := time.Now()
+			notYet := f.voucherWindow(1, now.Add(time.Hour), now.Add(2*time.Hour))
+			over := f.voucherWindow(1, now.Add(-2*time.Hour), now.Add(-time.Hour))
+			for i, skew := range []time.Duration{0, -2 * time.Hour, 2 * time.Hour} {
+				g := newFixture(t, s, async.Config{Now: func() time.Time { return time.Now().Add(skew) }})
+				_, err = g.svc.Place(ctx, 1, notYet)
+				assert.ErrorIs(t, err, order.ErrSaleNotActive, "clock %s off: a sale not begun", skew)
+				_, err = g.svc.Place(ctx, 1, over)
+				assert.ErrorIs(t, err, order.ErrSaleNotActive, "clock %s off: a sale ended", skew)
+				if skew != 0 {
+					_, err = g.svc.Place(ctx, int64(10+i), vid)
+					assert.NoError(t, err, "clock %s off: the sale on", skew)
+				}
+			}
+			for _, v := range []int64{notYet, over} {
+				assert.Equal(t, int64(1), f.book(v).RedisStock, "refusals take nothing")
+			}
+			assert.Zero(t, f.book(vid).RedisStock, "the skewed instances took a unit each")
 
 			empty := f.voucher(0)
 			_, err = f.svc.Place(ctx, 1, empty)

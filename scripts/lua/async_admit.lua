@@ -8,8 +8,8 @@
 -- KEYS[2]  the users hash: user id -> order id of every user holding an order of the voucher
 -- KEYS[3]  the orders hash: order id -> "pending|user|at" while the order is not in the database
 -- KEYS[4]  the voucher's order stream, read by the writers' consumer group
--- ARGV[1]  voucher id    ARGV[2]  now, ms since the epoch
--- ARGV[3], ARGV[4]  the first order's user id and order id; ARGV[5], ARGV[6] the second's; ...
+-- ARGV[1]  voucher id
+-- ARGV[2], ARGV[3]  the first order's user id and order id; ARGV[4], ARGV[5] the second's; ...
 -- Returns {code, order id} per order, flat, in ARGV's order: {0, its id} admitted; {2, ''}
 -- outside the sale window; {3, id} the user already holds order id (an earlier order of this
 -- call's included); {4, ''} sold out; {5, ''} the orders hash already holds the order id: void
@@ -18,6 +18,10 @@
 -- settles as admitted). When the sale hash is missing it returns {1} alone: nothing was decided
 -- (load the voucher from the database and try again).
 -- Ids stay strings: order ids exceed 2^53, past what a Lua number holds exactly.
+-- The window is read on Redis's clock (TIME), not on the calling instance's: every instance
+-- then opens and closes the sale at the same instant, however far their clocks are apart (a
+-- deadline on a client's clock is the pitfall of the SETNX-timestamp lock; the order ids come
+-- from Redis's clock for the same reason). The same instant is each admitted order's 'at'.
 -- The duplicate check comes before the stock is touched, so a repeated request never takes a
 -- unit. The orders are decided first (reads only), then the stock is taken for all of them in
 -- one HINCRBY, then they are recorded and appended: a write that failed half way would leave
@@ -26,13 +30,15 @@ local sale = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end')
 if not sale[1] then
   return {1}
 end
-local now = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local at = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000))
+local now = tonumber(at)
 local open = now >= tonumber(sale[2]) and now < tonumber(sale[3])
 local left = tonumber(sale[1])
 local out = {}
 local mine = {} -- user id -> order id admitted by this call
 local taken = 0
-for i = 3, #ARGV - 1, 2 do
+for i = 2, #ARGV - 1, 2 do
   local user, id = ARGV[i], ARGV[i + 1]
   local code, answer = 0, ''
   if redis.call('HEXISTS', KEYS[3], id) == 1 then
@@ -60,10 +66,10 @@ end
 redis.call('HINCRBY', KEYS[1], 'stock', -taken)
 for i = 1, #out, 2 do
   if out[i] == 0 then
-    local user, id = ARGV[i + 2], ARGV[i + 3]
+    local user, id = ARGV[i + 1], ARGV[i + 2]
     redis.call('HSET', KEYS[2], user, id)
-    redis.call('HSET', KEYS[3], id, 'pending|' .. user .. '|' .. ARGV[2])
-    redis.call('XADD', KEYS[4], '*', 'order', id, 'user', user, 'voucher', ARGV[1], 'at', ARGV[2])
+    redis.call('HSET', KEYS[3], id, 'pending|' .. user .. '|' .. at)
+    redis.call('XADD', KEYS[4], '*', 'order', id, 'user', user, 'voucher', ARGV[1], 'at', at)
   end
 end
 return out
