@@ -20,6 +20,9 @@
 #   CLUSTER_NGINX_PORT  nginx's loopback port                  (default 8080)
 #   CLUSTER_GOMAXPROCS  GOMAXPROCS of each instance            (default: cores / instances, at least 1:
 #                       instances sharing a machine's cores, as a CPU quota per container would)
+#   GOGC                the instances' garbage collector target (default 400, as deploy/Dockerfile:
+#                       an instance's live heap is a few MB, so at Go's 100 it collected about ten
+#                       times a second under load; docs/loadtest.md, "GOGC=400")
 #   CLUSTER_PPROF_BASE_PORT  set: instance i serves Go's profiles on 127.0.0.1:(this + i - 1)
 #                       (SECKILL_PPROF_ADDR; default unset: none)
 #   CLUSTER_ORDER_GATE  order POSTs nginx lets through at once, the next answered 503
@@ -156,7 +159,7 @@ instance_port() { echo $((BASE_PORT + $1 - 1)); }
 
 # start_instance N: instance N in the background, appending to its log.
 start_instance() {
-	SECKILL_HTTP_ADDR=127.0.0.1:$(instance_port "$1") GOMAXPROCS=$PROCS \
+	SECKILL_HTTP_ADDR=127.0.0.1:$(instance_port "$1") GOMAXPROCS=$PROCS GOGC=${GOGC:-400} \
 		SECKILL_PPROF_ADDR=${CLUSTER_PPROF_BASE_PORT:+127.0.0.1:$((${CLUSTER_PPROF_BASE_PORT:-0} + $1 - 1))} \
 		nohup "$ROOT/bin/seckill" serve \
 		>>"$RUN_DIR/seckill-$1.log" 2>&1 </dev/null &
