@@ -456,7 +456,8 @@ func (f *fixture) endSale(voucherID int64) {
 	ctx := context.Background()
 	now, err := f.rdb.Time(ctx).Result()
 	require.NoError(f.t, err)
-	require.NoError(f.t, f.db.Exec("UPDATE seckill_vouchers SET end_time = ? WHERE voucher_id = ?", now.UTC(), voucherID).Error)
+	_, err = voucher.NewStore(f.db.DB).EndSales(ctx, []int64{voucherID}, now)
+	require.NoError(f.t, err)
 	sale, _, _, _, _ := async.KeysOf(voucherID)
 	require.NoError(f.t, f.rdb.HSet(ctx, sale, "end", now.UnixMilli()).Err())
 }
