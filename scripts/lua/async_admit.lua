@@ -23,9 +23,10 @@
 -- deadline on a client's clock is the pitfall of the SETNX-timestamp lock; the order ids come
 -- from Redis's clock for the same reason). The same instant is each admitted order's 'at'.
 -- The duplicate check comes before the stock is touched, so a repeated request never takes a
--- unit. The orders are decided first (reads only), then the stock is taken for all of them in
--- one HINCRBY, then they are recorded and appended: a write that failed half way would leave
--- units taken and not sold (what reconcile reports), never an order admitted without its unit.
+-- unit. The orders are decided first (reads only: one HMGET per hash for the whole call), then
+-- the stock is taken for all of them in one HINCRBY, then they are recorded (one HSET per hash)
+-- and appended: a write that failed half way would leave units taken and not sold (what
+-- reconcile reports), never an order admitted without its unit.
 local sale = redis.call('HMGET', KEYS[1], 'stock', 'begin', 'end')
 if not sale[1] then
   return {1}
@@ -35,18 +36,30 @@ local at = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000)
 local now = tonumber(at)
 local open = now >= tonumber(sale[2]) and now < tonumber(sale[3])
 local left = tonumber(sale[1])
+local n = math.floor((#ARGV - 1) / 2)
+if n == 0 then
+  return {}
+end
+local users, ids = {}, {}
+for i = 1, n do
+  users[i], ids[i] = ARGV[2 * i], ARGV[2 * i + 1]
+end
+-- One HMGET per hash for the whole call, not an HEXISTS and an HGET per order: each redis.call
+-- has a cost of its own (docs/loadtest.md, "The admission script's reads and writes").
+local known = redis.call('HMGET', KEYS[3], unpack(ids))
+local held = open and redis.call('HMGET', KEYS[2], unpack(users)) or {}
 local out = {}
 local mine = {} -- user id -> order id admitted by this call
 local taken = 0
-for i = 2, #ARGV - 1, 2 do
-  local user, id = ARGV[i], ARGV[i + 1]
+for i = 1, n do
+  local user, id = users[i], ids[i]
   local code, answer = 0, ''
-  if redis.call('HEXISTS', KEYS[3], id) == 1 then
+  if known[i] then
     code = 5
   elseif not open then
     code = 2
   else
-    local earlier = mine[user] or redis.call('HGET', KEYS[2], user)
+    local earlier = mine[user] or held[i]
     if earlier then
       code, answer = 3, earlier
     elseif left <= 0 then
@@ -57,19 +70,27 @@ for i = 2, #ARGV - 1, 2 do
       answer = id
     end
   end
-  out[#out + 1] = code
-  out[#out + 1] = answer
+  out[2 * i - 1] = code
+  out[2 * i] = answer
 end
 if taken == 0 then
   return out
 end
 redis.call('HINCRBY', KEYS[1], 'stock', -taken)
-for i = 1, #out, 2 do
-  if out[i] == 0 then
-    local user, id = ARGV[i + 1], ARGV[i + 2]
-    redis.call('HSET', KEYS[2], user, id)
-    redis.call('HSET', KEYS[3], id, 'pending|' .. user .. '|' .. at)
-    redis.call('XADD', KEYS[4], '*', 'order', id, 'user', user, 'voucher', ARGV[1], 'at', at)
+local userPairs, orderPairs = {}, {}
+for i = 1, n do
+  if out[2 * i - 1] == 0 then
+    userPairs[#userPairs + 1] = users[i]
+    userPairs[#userPairs + 1] = ids[i]
+    orderPairs[#orderPairs + 1] = ids[i]
+    orderPairs[#orderPairs + 1] = 'pending|' .. users[i] .. '|' .. at
+  end
+end
+redis.call('HSET', KEYS[2], unpack(userPairs))
+redis.call('HSET', KEYS[3], unpack(orderPairs))
+for i = 1, n do
+  if out[2 * i - 1] == 0 then
+    redis.call('XADD', KEYS[4], '*', 'order', ids[i], 'user', users[i], 'voucher', ARGV[1], 'at', at)
   end
 end
 return out
