@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,4 +83,50 @@ func TestLeanClient(t *testing.T) {
 
 	_, err = newLeanClient("https://example.test", time.Second, 1, 0)
 	assert.Error(t, err)
+}
+
+// TestReadAnswer: the answers the lean client reads, whole, and what it makes of the
+// connection after each; and the malformed ones it refuses rather than misread.
+func TestReadAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name, in   string
+		status     int
+		body       string
+		keep       bool
+		err        bool
+		leftBehind string // what the next answer on the connection starts with
+	}{
+		{name: "length", in: "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: 4\r\n\r\n{\"a\"NEXT", status: 202, body: `{"a"`, keep: true, leftBehind: "NEXT"},
+		{name: "close", in: "HTTP/1.1 503 Service Unavailable\r\nconnection: Close\r\ncontent-length: 2\r\n\r\n{}", status: 503, body: "{}"},
+		{name: "chunked with a trailer", in: "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\nNEXT", status: 201, body: "abcde", keep: true, leftBehind: "NEXT"},
+		{name: "chunked", in: "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\r\nNEXT", status: 201, body: "z", keep: true, leftBehind: "NEXT"},
+		{name: "no content", in: "HTTP/1.1 204 No Content\r\n\r\nNEXT", status: 204, keep: true, leftBehind: "NEXT"},
+		{name: "to the end", in: "HTTP/1.1 200 OK\r\n\r\nall of it", status: 200, body: "all of it"},
+		{name: "HTTP/1.0", in: "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", status: 200},
+		{name: "HTTP/1.0 kept", in: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", status: 200, keep: true},
+		{name: "cut in the body", in: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", status: 200, err: true},
+		{name: "cut in the header", in: "HTTP/1.1 200 OK\r\nContent-Len", status: 200, err: true},
+		{name: "not HTTP", in: "SSH-2.0-OpenSSH\r\n", err: true},
+		{name: "bad status", in: "HTTP/1.1 2x2 What\r\n\r\n", err: true},
+		{name: "bad length", in: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", status: 200, err: true},
+		{name: "too long", in: "HTTP/1.1 200 OK\r\nContent-Length: 70000\r\n\r\n", status: 200, err: true},
+		{name: "unknown encoding", in: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", status: 200, err: true},
+		{name: "empty", in: "", err: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := bufio.NewReader(strings.NewReader(c.in))
+			status, body, keep, err := readAnswer(r)
+			assert.Equal(t, c.status, status)
+			if c.err {
+				require.Error(t, err)
+				assert.False(t, keep, "a connection with a misread answer on it is not reused")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.body, string(body))
+			assert.Equal(t, c.keep, keep)
+			rest, _ := io.ReadAll(r)
+			assert.Equal(t, c.leftBehind, string(rest))
+		})
+	}
 }

@@ -103,14 +103,19 @@ func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, d
 	)
 	slots := make(chan struct{}, maxInflight)
 	res := rateResult{Rate: rate}
+	// One timer for the whole schedule, not one per request: time.After's allocation and
+	// channel per request were part of the generator's cost at 8,500 requests a second.
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		due := start.Add(time.Duration(i) * interval)
 		if d := time.Until(due); d > 0 {
+			wait.Reset(d)
 			select {
 			case <-ctx.Done():
 				return res, ctx.Err()
-			case <-time.After(d):
+			case <-wait.C:
 			}
 		}
 		select {
