@@ -187,7 +187,11 @@ func readAnswer(r *bufio.Reader) (status int, body []byte, keep bool, err error)
 		if err == nil {
 			err = skipTrailer(r)
 		}
-	case status == http.StatusNoContent || status == http.StatusNotModified || status < 200:
+	case status < 200:
+		// An interim answer (the client sends no Expect, so none is due): the final one
+		// would follow on the connection, read by nobody. Not reused.
+		keep = false
+	case status == http.StatusNoContent || status == http.StatusNotModified:
 		// no body
 	case length > maxBody:
 		err = fmt.Errorf("body of %d bytes", length)

@@ -101,6 +101,7 @@ func TestReadAnswer(t *testing.T) {
 		{name: "chunked with a trailer", in: "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\nNEXT", status: 201, body: "abcde", keep: true, leftBehind: "NEXT"},
 		{name: "chunked", in: "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nz\r\n0\r\n\r\nNEXT", status: 201, body: "z", keep: true, leftBehind: "NEXT"},
 		{name: "no content", in: "HTTP/1.1 204 No Content\r\n\r\nNEXT", status: 204, keep: true, leftBehind: "NEXT"},
+		{name: "interim", in: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n", status: 100, leftBehind: "HTTP/1.1 200 OK\r\n"},
 		{name: "to the end", in: "HTTP/1.1 200 OK\r\n\r\nall of it", status: 200, body: "all of it"},
 		{name: "HTTP/1.0", in: "HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", status: 200},
 		{name: "HTTP/1.0 kept", in: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n", status: 200, keep: true},
