@@ -93,7 +93,7 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 	// goroutines and connections a hung store can hold; that includes the read that tells a
 	// sold-out voucher's buyer (already_ordered) from everyone else (sold_out).
 	v, cached := s.vouchers.cached(voucherID)
-	if cached && !v.OnSale(s.cfg.Now()) {
+	if cached && !v.OnSale(s.vouchers.clock()) {
 		return 0, ResultSaleNotActive, ErrSaleNotActive
 	}
 	if !s.admit() {
@@ -179,7 +179,7 @@ func (s *Service) soldOut(ctx context.Context, userID, voucherID int64) (int64, 
 // check refuses an order of v outside its sale window or without stock.
 func (s *Service) check(v voucher.Voucher) (string, error) {
 	switch {
-	case !v.OnSale(s.cfg.Now()):
+	case !v.OnSale(s.vouchers.clock()):
 		return ResultSaleNotActive, ErrSaleNotActive
 	case v.Stock <= 0:
 		return ResultSoldOut, ErrSoldOut

@@ -74,9 +74,11 @@ func (s *Store) Get(ctx context.Context, id int64) (Voucher, error) {
 		Stock                     int
 		BeginTime, EndTime        time.Time
 		CreatedAt, UpdatedAt      time.Time
+		ReadAtMicros              int64
 	}
 	err := s.db.WithContext(ctx).Table("vouchers v").
-		Select("v.id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value, v.created_at, v.updated_at, s.stock, s.begin_time, s.end_time").
+		Select("v.id, v.title, v.sub_title, v.rules, v.pay_value, v.actual_value, v.created_at, v.updated_at, s.stock, s.begin_time, s.end_time, "+
+			s.clockSQL()+" AS read_at_micros").
 		Joins("JOIN seckill_vouchers s ON s.voucher_id = v.id").
 		Where("v.id = ?", id).Take(&r).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -90,7 +92,19 @@ func (s *Store) Get(ctx context.Context, id int64) (Voucher, error) {
 		PayValue: r.PayValue, ActualValue: r.ActualValue, Stock: r.Stock,
 		BeginTime: r.BeginTime.UTC(), EndTime: r.EndTime.UTC(),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		ReadAt: time.UnixMicro(r.ReadAtMicros).UTC(),
 	}, nil
+}
+
+// clockSQL is the database's clock in microseconds since the Unix epoch, in s's dialect: the
+// read's ReadAt. On MySQL the difference of two UTC DATETIMEs, with no time zone conversion (a
+// session's zone with daylight saving would make UNIX_TIMESTAMP(NOW(6)) ambiguous for an hour a
+// year); SQLite's julianday('now') is a double of days, about 10 µs apart at today's dates.
+func (s *Store) clockSQL() string {
+	if s.db.Dialector.Name() == "sqlite" {
+		return "CAST(ROUND((julianday('now') - 2440587.5) * 86400000000) AS INTEGER)"
+	}
+	return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))"
 }
 
 // EndSales ends now the sales of those of ids still on sale at now (their end_time after

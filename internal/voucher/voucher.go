@@ -25,6 +25,11 @@ type Voucher struct {
 	EndTime     time.Time
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
+	// ReadAt is the database's clock when Store.Get read the voucher (zero for a voucher not
+	// read from the database): the clock every instance shares, on which the synchronous
+	// mode judges the sale window (order.Service), as the asynchronous one judges it on Redis's.
+	// Not part of the API.
+	ReadAt time.Time
 }
 
 // OnSale reports whether now falls in the sale window: BeginTime <= now < EndTime.
