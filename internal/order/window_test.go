@@ -29,7 +29,8 @@ func (c *counter) Next(context.Context) (int64, error) { return c.n.Add(1), nil 
 // run two hours behind and ahead refuse a sale that has not begun and one that has ended, and
 // sell in the one on sale, as an instance on time does; refused orders take no stock. On the
 // instance's own clock the one behind would refuse the sale on and sell in the ended one, and
-// the one ahead would sell in the sale not begun.
+// the one ahead would sell in the sale not begun and refuse the one on. Each check is made on a
+// voucher just read and on the cached one.
 func TestSaleWindowOnTheDatabasesClock(t *testing.T) {
 	for name, db := range testenv.Databases(t, database.Pool{}) {
 		t.Run(name, func(t *testing.T) {
@@ -58,6 +59,10 @@ func TestSaleWindowOnTheDatabasesClock(t *testing.T) {
 				}
 				_, err := svc.Place(ctx, user, on)
 				assert.NoError(t, err, "clock %s off: the sale on", skew)
+				// Again, from the cache: the sale is still on (the cached check passes), and
+				// the user's order is found.
+				_, err = svc.Place(ctx, user, on)
+				assert.ErrorIs(t, err, order.ErrAlreadyOrdered, "clock %s off: the sale on, the voucher cached", skew)
 			}
 			for _, v := range []int64{notYet, over} {
 				stock, orders := stockOf(t, db, v)
