@@ -213,7 +213,9 @@ func (s *Service) create(ctx context.Context, userID, voucherID int64, fence Fen
 	if err != nil {
 		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	o := Order{ID: id, UserID: userID, VoucherID: voucherID, Status: StatusUnpaid, CreatedAt: s.cfg.Now().UTC()}
+	// created_at on the database's clock, as the sale window was judged: an instance whose
+	// clock is off does not date an order outside the sale it was sold in.
+	o := Order{ID: id, UserID: userID, VoucherID: voucherID, Status: StatusUnpaid, CreatedAt: s.vouchers.clock().UTC()}
 	err = s.store.Create(ctx, o, fence, s.process(userID))
 	switch {
 	case err == nil:

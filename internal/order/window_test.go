@@ -30,7 +30,7 @@ func (c *counter) Next(context.Context) (int64, error) { return c.n.Add(1), nil 
 // sell in the one on sale, as an instance on time does; refused orders take no stock. On the
 // instance's own clock the one behind would refuse the sale on and sell in the ended one, and
 // the one ahead would sell in the sale not begun and refuse the one on. Each check is made on a
-// voucher just read and on the cached one.
+// voucher just read and on the cached one. The orders sold are dated on the database's clock.
 func TestSaleWindowOnTheDatabasesClock(t *testing.T) {
 	for name, db := range testenv.Databases(t, database.Pool{}) {
 		t.Run(name, func(t *testing.T) {
@@ -57,8 +57,12 @@ func TestSaleWindowOnTheDatabasesClock(t *testing.T) {
 					_, err = svc.Place(ctx, user, over)
 					assert.ErrorIs(t, err, order.ErrSaleNotActive, "clock %s off: a sale ended", skew)
 				}
-				_, err := svc.Place(ctx, user, on)
+				id, err := svc.Place(ctx, user, on)
 				assert.NoError(t, err, "clock %s off: the sale on", skew)
+				// Dated on the database's clock too, not two hours off.
+				if got, err := svc.Get(ctx, user, id); assert.NoError(t, err) {
+					assert.WithinDuration(t, time.Now(), got.CreatedAt, time.Minute, "clock %s off: the order's createdAt", skew)
+				}
 				// Again, from the cache: the sale is still on (the cached check passes), and
 				// the user's order is found.
 				_, err = svc.Place(ctx, user, on)
