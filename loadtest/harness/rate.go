@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -54,11 +55,23 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	maxInflight := fs.Int("max-inflight", 8192, "requests in flight at most; more void the run")
 	conns := fs.Int("connections", 256, "connections at most; a request due while all are busy waits for one, its wait counted in its latency")
 	out := fs.String("out", "", "write the result as JSON to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the generator itself to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *vid <= 0 || *rate <= 0 || *dur <= 0 {
 		return errors.New("rate: want -voucher, -rate and -duration > 0")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("rate: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("rate: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	res, err := openLoopOrders(ctx, *base, *vid, *rate, *dur, *userBase, *maxInflight, *conns)
 	if err != nil {
