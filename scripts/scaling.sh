@@ -17,7 +17,8 @@
 #   2. bin/harness baseline: the single-order transaction straight at MariaDB from CONNECTIONS
 #      goroutines (the DB baseline of docs/loadtest.md).
 #   3. async, 2 instances: an open loop at 80% of the admission ceiling (the best point of the
-#      connection sweep) for DURATION seconds, latency from each request's due time (harness rate).
+#      connection sweep) for DURATION seconds, latency from each request's due time (harness rate);
+#      the p99 of the whole run is judged, that of the requests due after its first second printed.
 #   4. async, 2 instances: a sale of SALE seconds at 50% of that ceiling, open loop, with each
 #      instance's RSS and Go heap, Redis's memory and the stream's length sampled every 10 s.
 #   5. points.csv → the chart (harness chart → docs/loadtest-scaling.svg unless CHART is set)
@@ -246,6 +247,7 @@ if [[ -n $async_ceiling ]]; then
 		-out "$OUT/rate80.json" >"$OUT/rate80.txt" 2>&1; then
 		# The run's p99 (two spaces in), not one of its seconds' (deeper).
 		p99_80=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
+		p99_80_rest=$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
 	else
 		p99_80=void
 	fi
@@ -289,7 +291,7 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 
 {
 	echo "scaling summary ($(date -u +%FT%TZ), $(nproc) cores, $(machine) after)"
-	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v k="$kept" -v p="${p99_80:-}" -v c="$CONNECTIONS" \
+	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v k="$kept" -v p="${p99_80:-}" -v pr="${p99_80_rest:-}" -v c="$CONNECTIONS" \
 		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" -v sab="${sync_at_async_best:-0}" -v hbb="${healthz_best:-0}" -v hbc="${healthz_best_c:-0}" \
 		-v adj="$(tr '\n' ' ' <"$OUT/adjacent.csv" 2>/dev/null)" -v dur="$DURATION" 'BEGIN {
 		printf "  at %d connections, 2 instances: sync %.1f orders/s, async %.1f admissions/s, GET /healthz %.1f/s\n", c, s, a, h
@@ -325,6 +327,7 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 		else printf "  drain                 no backlog of 2,000 or more built up: the writers kept up with admission\n"
 		if (p == "void") printf "  admission p99 at 80%% of the ceiling  void: the client could not send on schedule (run/scaling/rate80.txt)\n"
 		else if (p != "") printf "  admission p99 at 80%% of the ceiling  %.2f ms  (goal <= 20 ms)  %s\n", p, p <= 20 ? "met" : "NOT met"
+		if (p != "void" && pr != "") printf "    of the requests due after its first second: %.2f ms  (not judged: a cluster just up is slower for a second; docs/loadtest.md)\n", pr
 	}'
 	if [[ -s $OUT/memory.csv ]]; then
 		# The first sample, the one at 60 s (after the warm-up's growth) when the sale lasts longer,

@@ -123,6 +123,26 @@ func TestOpenLoopSplitsBySecondDue(t *testing.T) {
 	assert.GreaterOrEqual(t, res.Seconds[1].MaxMs, 300.0)
 	assert.GreaterOrEqual(t, res.Seconds[1].P99Ms, 300.0, "a tenth of the second second stalled")
 	assert.Equal(t, res.MaxMs, res.Seconds[1].MaxMs)
+	assert.GreaterOrEqual(t, res.P99AfterFirstSecondMs, 300.0, "the stall is after the first second")
+}
+
+// TestOpenLoopP99AfterTheFirstSecond: a stall in the first second counts in the run's p99 and
+// not in the p99 of the seconds after it.
+func TestOpenLoopP99AfterTheFirstSecond(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Users 1-100 are due in the first second, 101-200 in the second: ten of the first stall.
+		if u, _ := strconv.Atoi(r.Header.Get("X-User-ID")); u <= 10 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+
+	res, err := openLoopOrders(context.Background(), srv.URL, 7, 100, 2*time.Second, 1, 256, 64)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, res.P99Ms, 300.0, "5 % of the run stalled")
+	assert.Less(t, res.P99AfterFirstSecondMs, 300.0, "nothing after the first second stalled")
+	assert.Greater(t, res.P99AfterFirstSecondMs, 0.0)
 }
 
 func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
