@@ -55,12 +55,19 @@ func TestUpConcurrentMySQL(t *testing.T) {
 // for it (up to a minute), whatever the connection's read timeout: one GET_LOCK that waited
 // longer than readTimeout was cut off by the driver ("invalid connection") and the run failed
 // while the other migration was still within its minute. The lock is held here for twice the
-// read timeout, then released.
+// read timeout, then released; a read timeout under a second failed when the wait was made of
+// GET_LOCKs of a second each (MySQL's smallest wait).
 func TestUpWaitsForTheLockBeyondReadTimeout(t *testing.T) {
+	for _, readTimeout := range []time.Duration{2 * time.Second, 500 * time.Millisecond} {
+		t.Run(readTimeout.String(), func(t *testing.T) { upWaitsForTheLock(t, readTimeout) })
+	}
+}
+
+func upWaitsForTheLock(t *testing.T, readTimeout time.Duration) {
 	ctx := context.Background()
 	cfg, err := mysqldriver.ParseDSN(testenv.MySQLDSN(t))
 	require.NoError(t, err)
-	cfg.ReadTimeout = 2 * time.Second
+	cfg.ReadTimeout = readTimeout
 	db, err := database.OpenMySQL(ctx, cfg.FormatDSN(), database.Pool{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })

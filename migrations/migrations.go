@@ -108,13 +108,15 @@ func Up(ctx context.Context, db *sql.DB, dialect Dialect) (int, error) {
 // runs against one server, and migrateLockWait bounds the wait for it. goose takes no lock
 // of its own on MySQL: two runs at once (one per starting instance, say) both saw version 0,
 // both ran 00001, and the second failed with "Table 'vouchers' already exists". The wait is
-// made of GET_LOCKs of migrateLockPoll each: one GET_LOCK of the whole wait outlasted the
-// connection's read timeout (5 s by default), and the driver gave up on it ("invalid
-// connection") long before the wait was over.
+// the client's, not the server's: a GET_LOCK that does not wait, again every migrateLockPoll.
+// A GET_LOCK that waits on the server outlasts a connection's read timeout shorter than its
+// wait, and the driver gives up on it ("invalid connection"): one of the whole wait did with
+// the default 5 s, and polls of a second each (MySQL's smallest wait) with a read timeout of a
+// second (a CI run of 2026-12-06, the async start-up tests' DSN).
 const (
 	migrateLock     = "seckill.migrate"
 	migrateLockWait = 60 * time.Second
-	migrateLockPoll = 1 // seconds, whole: MySQL reads GET_LOCK's timeout as whole seconds
+	migrateLockPoll = 100 * time.Millisecond
 )
 
 // lockMySQL takes migrateLock on a connection of its own, held until the returned unlock.
@@ -124,14 +126,22 @@ func lockMySQL(ctx context.Context, db *sql.DB) (unlock func(), err error) {
 		return nil, fmt.Errorf("migrate: lock: %w", err)
 	}
 	deadline := time.Now().Add(migrateLockWait)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
 	for {
 		var got sql.NullInt64
-		err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", migrateLock, migrateLockPoll).Scan(&got)
+		err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", migrateLock).Scan(&got)
 		if err == nil && got.Int64 == 1 {
 			break
 		}
 		if err == nil && time.Now().Before(deadline) {
-			continue
+			poll.Reset(migrateLockPoll)
+			select {
+			case <-poll.C:
+				continue
+			case <-ctx.Done():
+				err = ctx.Err()
+			}
 		}
 		_ = conn.Close()
 		if err == nil {
