@@ -126,8 +126,6 @@ func lockMySQL(ctx context.Context, db *sql.DB) (unlock func(), err error) {
 		return nil, fmt.Errorf("migrate: lock: %w", err)
 	}
 	deadline := time.Now().Add(migrateLockWait)
-	poll := time.NewTimer(0)
-	defer poll.Stop()
 	for {
 		var got sql.NullInt64
 		err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", migrateLock).Scan(&got)
@@ -135,9 +133,8 @@ func lockMySQL(ctx context.Context, db *sql.DB) (unlock func(), err error) {
 			break
 		}
 		if err == nil && time.Now().Before(deadline) {
-			poll.Reset(migrateLockPoll)
 			select {
-			case <-poll.C:
+			case <-time.After(migrateLockPoll):
 				continue
 			case <-ctx.Done():
 				err = ctx.Err()
