@@ -27,7 +27,8 @@ type Redis struct {
 // in integration builds with SECKILL_TEST_REAL_ONLY=1. CI sets it for make test-integration
 // and make test-mysql, which follow make test, where every test ran on the embedded stores
 // already; run that way, the embedded half would only repeat it. Tests that run on the
-// embedded stores alone, or on both at once, run as they always do.
+// embedded stores alone, or on both at once, run as they always do (but for
+// cmd/seckill's TestDemoShowsEachGuard, which then runs the guards of real servers alone).
 func RealOnly() bool {
 	return Integration && os.Getenv("SECKILL_TEST_REAL_ONLY") == "1"
 }
