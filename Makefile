@@ -27,14 +27,22 @@ test-integration:
 MYSQL_TEST_DSN ?= root:@tcp(127.0.0.1:3307)/
 MYSQL_TEST_PKGS = ./internal/api ./internal/app ./internal/async ./internal/database ./internal/order \
 	./internal/verdict ./internal/voucher ./migrations ./loadtest/harness
+## Its three go test runs go side by side (make -j3), as test-integration's packages do: they wait
+## on the servers more than they compute (one after the other they kept the two cores about
+## half busy).
 test-mysql:
 	scripts/services.sh up mysql
 	scripts/services.sh up
-	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' SECKILL_TEST_REAL_ONLY=1 $(GO) test $(REAL_PARALLEL) -race -count=1 -tags integration $(MYSQL_TEST_PKGS)
-	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' SECKILL_TEST_REAL_ONLY=1 $(GO) test $(REAL_PARALLEL) -race -count=1 -tags integration ./internal/lock \
-		-run 'MySQL|GetLock'
-	SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' SECKILL_TEST_REAL_ONLY=1 $(GO) test $(REAL_PARALLEL) -race -count=1 -tags integration ./cmd/seckill \
-		-run 'TestFencingStopsStaleWriters|TestTwoInstancesOneOrderPerUser|TestGracefulShutdown'
+	$(MAKE) -j3 --output-sync=target test-mysql-pkgs test-mysql-lock test-mysql-cmd
+
+MYSQL_TEST = SECKILL_TEST_MYSQL_DSN='$(MYSQL_TEST_DSN)' SECKILL_TEST_REAL_ONLY=1 $(GO) test $(REAL_PARALLEL) -race -count=1 -tags integration
+.PHONY: test-mysql-pkgs test-mysql-lock test-mysql-cmd
+test-mysql-pkgs:
+	$(MYSQL_TEST) $(MYSQL_TEST_PKGS)
+test-mysql-lock:
+	$(MYSQL_TEST) ./internal/lock -run 'MySQL|GetLock'
+test-mysql-cmd:
+	$(MYSQL_TEST) ./cmd/seckill -run 'TestFencingStopsStaleWriters|TestTwoInstancesOneOrderPerUser|TestGracefulShutdown'
 
 ## build: the binary at bin/seckill
 build:
