@@ -58,8 +58,8 @@ func TestUpConcurrentMySQL(t *testing.T) {
 // read timeout, then released; a read timeout under a second failed when the wait was made of
 // GET_LOCKs of a second each (MySQL's smallest wait). The schema is applied before, on a
 // connection without the short read timeout, so that the wait is all the run does that could
-// outlast it: a migration's DDL on a busy MySQL 8 can take longer than 500 ms on its own (a CI
-// run), and a statement slower than the DSN's read timeout fails whatever the lock does.
+// outlast it: a migration's DDL on a busy Oracle MySQL took longer than 500 ms on its own in a
+// CI run, and a statement slower than the DSN's read timeout fails whatever the lock does.
 func TestUpWaitsForTheLockBeyondReadTimeout(t *testing.T) {
 	for _, readTimeout := range []time.Duration{2 * time.Second, 500 * time.Millisecond} {
 		t.Run(readTimeout.String(), func(t *testing.T) { upWaitsForTheLock(t, readTimeout) })

@@ -35,8 +35,9 @@ func startFixture(t *testing.T, dsn string, cfg async.Config) *fixture {
 		dc.ReadTimeout = loaderReadTimeout
 	}
 	ctx := context.Background()
-	// Migrated on a connection of dsn's own timeouts: a migration's DDL on a busy MySQL 8 can
-	// outlast a read timeout of a second (a CI run cut one at 500 ms), which is not under test.
+	// Migrated on a connection of dsn's own timeouts: a migration's DDL on a busy Oracle MySQL
+	// can outlast a short read timeout (one outlasted 500 ms in a CI run, in migrations' test),
+	// and migrating is not what these tests are about.
 	mig, err := database.OpenMySQL(ctx, dsn, database.Pool{MaxOpen: 2})
 	require.NoError(t, err)
 	_, err = mig.Migrate(ctx)
