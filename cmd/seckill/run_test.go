@@ -454,7 +454,6 @@ func TestDemoShowsEachGuard(t *testing.T) {
 		env["SECKILL_ZOOKEEPER_ADDRS"] = testenv.ZooKeeperAddr()
 		env["SECKILL_ETCD_ENDPOINTS"] = testenv.EtcdAddr()
 	}
-	require.NotEmpty(t, guards, "SECKILL_TEST_REAL_ONLY=1 without the integration build: nothing to run")
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"seckill", "demo", "-users", "60", "-per-user", "8", "-stock", "200", "-delay", "100ms",
 		"-guards", strings.Join(guards, ","), "-fence-guards", strings.Join(fenced, ",")}, func(k string) string { return env[k] }, &out, io.Discard)
