@@ -202,7 +202,8 @@ func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
 		// RESP2: the service uses no RESP3 feature (push notifications, client-side caching),
 		// and on RESP3 go-redis looks for pending push notifications on the connection before
 		// every command: a read system call per command, 9% of an instance's CPU when async
-		// admissions ran at 8,000/s (docs/loadtest.md, Scaling).
+		// admissions ran at 8,000/s (docs/loadtest-journal.md, the `make scaling` run of
+		// 2026-11-22 12:13).
 		Protocol: 2,
 	}
 	if s.sentinel.Master != "" {

@@ -50,7 +50,8 @@ func NewService(rdb redis.UniversalClient, ids IDs, loader *Loader, metrics *Met
 	// a busy instance and Redis make a few system calls per batch instead of two each per
 	// order. Each call still waits for its own answer within its own context, and the client's
 	// MaxRetries -1 holds for the pipeliner too: nothing is sent twice. Redis's CPU per
-	// admission fell from 44 to 30 µs with it (docs/loadtest.md, Scaling).
+	// admission fell from 44 to 30 µs with it (docs/loadtest-journal.md, the `make scaling`
+	// run of 2026-11-22 12:13).
 	if ap, err := rdb.AutoPipeline(); err == nil {
 		s.scripts = ap
 	} else {

@@ -28,7 +28,7 @@ type rateResult struct {
 	MaxMs       float64        `json:"maxMs"`
 	// P99AfterFirstSecondMs is the p99 of the requests due after the first second: the run
 	// without its start, when the service's connections, heaps and goroutines are still
-	// growing (docs/loadtest.md, "The open loop's first seconds"). Zero for a run of a second.
+	// growing (docs/loadtest-journal.md, "The open loop's first seconds"). Zero for a run of a second.
 	P99AfterFirstSecondMs float64 `json:"p99AfterFirstSecondMs"`
 	// Seconds splits the run by when each request was due, one element a second: whether the
 	// tail is one stall (the first second's connections, say) or spread over the run.

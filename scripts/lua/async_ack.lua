@@ -9,7 +9,7 @@
 --
 -- How they are deleted. XDEL seeks each id on its own and scans the listpack node that holds it
 -- from the node's start: about 9 µs of Redis per entry, a quarter of what an order costs Redis
--- (docs/loadtest.md, 2026-11-27 Intel). The entries below the floor (the oldest entry some
+-- (docs/loadtest.md, "The acknowledgement trims"). The entries below the floor (the oldest entry some
 -- group still needs: the first it holds pending, else the one after the last it was given)
 -- have all been acknowledged, and by the invariant above the only ones still in the stream are
 -- this call's: XTRIM MINID floor deletes exactly them, freeing whole nodes and crossing the
