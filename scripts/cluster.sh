@@ -23,6 +23,13 @@
 #   GOGC                the instances' garbage collector target (default 400, as deploy/Dockerfile:
 #                       an instance's live heap is a few MB, so at Go's 100 it collected about ten
 #                       times a second under load; docs/loadtest.md, "GOGC=400")
+#   GODEBUG             the instances' runtime settings (default schedtrace=2147483647, as
+#                       deploy/Dockerfile: with schedtrace set, the runtime's sysmon thread never
+#                       parks when the instance goes idle, so the first system call after each idle
+#                       spell no longer wakes it back to polling every 20 µs; an instance idle
+#                       between requests saved a quarter of its CPU per order; the period, 24.8
+#                       days, is the one trace line it may print; docs/loadtest.md, "The runtime's
+#                       sysmon"). A GODEBUG in the caller's environment wins, an empty one too
 #   CLUSTER_PPROF_BASE_PORT  set: instance i serves Go's profiles on 127.0.0.1:(this + i - 1)
 #                       (SECKILL_PPROF_ADDR; default unset: none)
 #   CLUSTER_ORDER_GATE  order POSTs nginx lets through at once, the next answered 503
@@ -160,6 +167,7 @@ instance_port() { echo $((BASE_PORT + $1 - 1)); }
 # start_instance N: instance N in the background, appending to its log.
 start_instance() {
 	SECKILL_HTTP_ADDR=127.0.0.1:$(instance_port "$1") GOMAXPROCS=$PROCS GOGC=${GOGC:-400} \
+		GODEBUG=${GODEBUG-schedtrace=2147483647} \
 		SECKILL_PPROF_ADDR=${CLUSTER_PPROF_BASE_PORT:+127.0.0.1:$((${CLUSTER_PPROF_BASE_PORT:-0} + $1 - 1))} \
 		nohup "$ROOT/bin/seckill" serve \
 		>>"$RUN_DIR/seckill-$1.log" 2>&1 </dev/null &
