@@ -6,6 +6,7 @@
 #   scripts/abtest.sh SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=32
 #   scripts/abtest.sh "SECKILL_STREAM_LINGER=2ms SECKILL_STREAM_BATCH=200" "SECKILL_STREAM_LINGER=50ms SECKILL_STREAM_BATCH=1000"
 #   scripts/abtest.sh SECKILL_ORDER_MODE=sync SECKILL_ORDER_MODE=async   # issue 10's 10x, round by round
+#   scripts/abtest.sh "GODEBUG=" "GODEBUG=schedtrace=2147483647"      # Go's default against the instances' setting
 #
 # Each argument is one setting: environment assignments for the instances (and scripts/cluster.sh:
 # SECKILL_ORDER_MODE=sync runs the synchronous mode, its orders answered 201, behind its order
@@ -47,7 +48,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-(($# >= 1)) || { sed -n '2,27p' "$0" >&2; exit 2; }
+(($# >= 1)) || { sed -n '2,28p' "$0" >&2; exit 2; }
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-64}

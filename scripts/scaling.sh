@@ -327,7 +327,7 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 		else printf "  drain                 no backlog of 2,000 or more built up: the writers kept up with admission\n"
 		if (p == "void") printf "  admission p99 at 80%% of the ceiling  void: the client could not send on schedule (run/scaling/rate80.txt)\n"
 		else if (p != "") printf "  admission p99 at 80%% of the ceiling  %.2f ms  (goal <= 20 ms)  %s\n", p, p <= 20 ? "met" : "NOT met"
-		if (p != "void" && pr != "") printf "    of the requests due after its first second: %.2f ms  (not judged: a cluster just up is slower for a second; docs/loadtest.md)\n", pr
+		if (p != "void" && pr != "") printf "    of the requests due after its first second: %.2f ms  (not judged: a cluster just up is slower for a second; docs/loadtest-journal.md)\n", pr
 	}'
 	if [[ -s $OUT/memory.csv ]]; then
 		# The first sample, the one at 60 s (after the warm-up's growth) when the sale lasts longer,
