@@ -4,10 +4,12 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +19,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/app"
+	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
 	"github.com/seckill/seckill/internal/order"
 	"github.com/seckill/seckill/internal/testenv"
@@ -96,6 +100,32 @@ func testFreeze(t *testing.T, st *app.Stores, freeze, thaw func()) {
 			thaw()
 		}
 	})
+	frozenBurst(t, base, func(i int) answer { return placeOrder(inst.Handler, vid, users+1+int64(i)) })
+
+	thaw()
+	thawed = true
+	resumed := time.Now()
+	user := users + freezeOrders + 1
+	var last answer
+	for time.Since(resumed) < recoveryBound {
+		if last = placeOrder(inst.Handler, vid, user); last.status == http.StatusCreated {
+			break
+		}
+		user++
+	}
+	require.Equal(t, http.StatusCreated, last.status, "no order succeeded within %s of the store resuming: last %+v", recoveryBound, last)
+	t.Logf("resumed: first order created %s after the store resumed", time.Since(resumed).Round(time.Millisecond))
+	c, err := order.ReadCounts(inst.Registry)
+	require.NoError(t, err)
+	assert.Zero(t, c.LockLost, "no lock lapsed under its order")
+}
+
+// frozenBurst fires freezeOrders orders at once (place(i) each) at an instance whose store is
+// frozen, and checks their answers: every one 503 within freezeBound, those beyond the
+// instance's bound (freezeInfl) refused overloaded at once, and goroutines bounded by that bound,
+// not by the orders fired (base: the goroutines before). It returns the answers' codes.
+func frozenBurst(t *testing.T, base int, place func(i int) answer) map[string]int {
+	t.Helper()
 	answers := make([]answer, freezeOrders)
 	var peak atomic.Int64
 	stop := make(chan struct{})
@@ -116,7 +146,7 @@ func testFreeze(t *testing.T, st *app.Stores, freeze, thaw func()) {
 	for i := range answers {
 		wg.Go(func() {
 			<-start
-			answers[i] = placeOrder(inst.Handler, vid, users+1+int64(i))
+			answers[i] = place(i)
 		})
 	}
 	close(start)
@@ -140,21 +170,149 @@ func testFreeze(t *testing.T, st *app.Stores, freeze, thaw func()) {
 	assert.LessOrEqual(t, extra, int64(4*freezeInfl), "goroutines beyond the orders' own at the peak")
 	t.Logf("frozen: %d orders answered %v, slowest %s; goroutines: %d before, peak %d (%d beyond the orders' own)",
 		freezeOrders, codes, slowest.Round(time.Millisecond), base, peak.Load(), extra)
+	return codes
+}
 
-	thaw()
+// TestFrozenRedisAsync: in the asynchronous mode Redis is where an order is admitted, so a
+// Redis that hangs (SIGSTOP) mid-sale must be answered 503 within the bound as in the
+// synchronous mode: the admissions beyond the instance's bound refused at once, the others
+// unavailable by their deadline and the call that settles them, goroutines bounded. And 503
+// means nothing was admitted: the calls given up on wait in Redis's socket and run when it
+// resumes, as do the settling calls, which could not void their ids in time; the script
+// refuses an order whose deadline has passed on Redis's clock, so none of them admits. (Before,
+// every one of the 16 ran and admitted its order, answered 503.) A retry of each is a new
+// order; once Redis resumes, an admission succeeds within a second, every order is written
+// once, and the books balance.
+func TestFrozenRedisAsync(t *testing.T) {
+	ctx := context.Background()
+	rs := testenv.StartRedisServer(t)
+	st := realStores(t, testenv.MySQLDSN(t), rs.Addr)
+	inst, err := app.New(ctx, discard, app.Config{OrderMode: app.ModeAsync, Lock: "redis",
+		Async: async.Config{MaxInflight: freezeInfl}}, st)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = inst.Close() })
+	vid, users := newVoucher(t, inst, 1000), randomUsers()
+	orders := map[int64]int64{} // user → the order id of its 202
+	first := placeAsync(t, inst.Handler, vid, users)
+	require.Equal(t, http.StatusAccepted, first.status, "an order before the freeze (the voucher loaded): %+v", first)
+	orders[users] = first.orderID
+	base := runtime.NumGoroutine()
+
+	rs.Freeze()
+	thawed := false
+	t.Cleanup(func() {
+		if !thawed {
+			rs.Thaw()
+		}
+	})
+	codes := frozenBurst(t, base, func(i int) answer { return placeAsync(t, inst.Handler, vid, users+1+int64(i)).answer })
+	assert.Equal(t, freezeInfl, codes["unavailable"], "within the bound, unavailable by the deadline: %v", codes)
+
+	rs.Thaw()
 	thawed = true
 	resumed := time.Now()
 	user := users + freezeOrders + 1
-	var last answer
+	var last asyncAnswer
 	for time.Since(resumed) < recoveryBound {
-		if last = placeOrder(inst.Handler, vid, user); last.status == http.StatusCreated {
+		if last = placeAsync(t, inst.Handler, vid, user); last.status == http.StatusAccepted {
+			orders[user] = last.orderID
 			break
 		}
 		user++
 	}
-	require.Equal(t, http.StatusCreated, last.status, "no order succeeded within %s of the store resuming: last %+v", recoveryBound, last)
-	t.Logf("resumed: first order created %s after the store resumed", time.Since(resumed).Round(time.Millisecond))
-	c, err := order.ReadCounts(inst.Registry)
+	require.Equal(t, http.StatusAccepted, last.status, "no admission within %s of Redis resuming: last %+v", recoveryBound, last)
+	t.Logf("resumed: first admission %s after Redis resumed", time.Since(resumed).Round(time.Millisecond))
+
+	// Every user answered 503 holds no order: its retry is admitted, a new order.
+	for i := range freezeOrders {
+		u := users + 1 + int64(i)
+		again := placeAsync(t, inst.Handler, vid, u)
+		require.Equal(t, http.StatusAccepted, again.status, "user %d, answered 503 during the freeze, retries: %+v", u, again)
+		require.NotZero(t, again.orderID, "user %d's retry names its order: %+v", u, again)
+		orders[u] = again.orderID
+	}
+
+	var b async.Book
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, err = async.Reconcile(ctx, inst.Redis, inst.Async.Store, vid)
+		require.NoError(t, err)
+		backlog, err := inst.Async.Statuses.Backlog(ctx, vid)
+		require.NoError(t, err)
+		if b.Pending == 0 && backlog == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "not drained: %+v", b)
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.Zero(t, b.Drift(), "books %+v", b)
+	var rows []struct{ ID, UserID int64 }
+	require.NoError(t, inst.DB.Raw("SELECT id, user_id FROM voucher_orders WHERE voucher_id = ?", vid).Scan(&rows).Error)
+	got := map[int64]int64{}
+	for _, r := range rows {
+		_, twice := got[r.UserID]
+		assert.False(t, twice, "user %d has one order", r.UserID)
+		got[r.UserID] = r.ID
+	}
+	assert.Equal(t, orders, got, "every order a client was told of is its one row, and no other row")
+}
+
+// asyncAnswer is an order's answer in the asynchronous mode: the order id of a 202, or of a
+// 409 already_ordered.
+type asyncAnswer struct {
+	answer
+	orderID int64
+}
+
+func placeAsync(t *testing.T, h http.Handler, voucherID, userID int64) asyncAnswer {
+	r := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/api/vouchers/%d/orders", voucherID), nil)
+	r.Header.Set(api.HeaderUserID, strconv.FormatInt(userID, 10))
+	start := time.Now()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	a := asyncAnswer{answer: answer{status: w.Code, took: time.Since(start)}}
+	var body struct {
+		OrderID string `json:"orderId"`
+		Error   struct {
+			Code    string
+			OrderID string `json:"orderId"`
+		}
+	}
+	assert.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), "user %d: %s", userID, w.Body)
+	a.code = body.Error.Code
+	id := body.OrderID
+	if id == "" {
+		id = body.Error.OrderID
+	}
+	if id != "" {
+		a.orderID, _ = strconv.ParseInt(id, 10, 64)
+	}
+	return a
+}
+
+// TestKilledRedisAsync: with Redis gone (killed: its port refuses connections) an admission is
+// answered 503 unavailable without waiting for its deadline: a refused connection proves that
+// no Redis holds the call to run it later, so there is nothing to wait out (TestFrozenRedisAsync
+// waits out a hung one). What it takes is go-redis's own dial retries (five, 100 ms apart):
+// about 0.4 s, 1.2 s for the first admission after the kill (2026-12-06); the deadline is 5 s.
+func TestKilledRedisAsync(t *testing.T) {
+	ctx := context.Background()
+	rs := testenv.StartRedisServer(t)
+	st := realStores(t, testenv.MySQLDSN(t), rs.Addr)
+	const deadline = 5 * time.Second
+	inst, err := app.New(ctx, discard, app.Config{OrderMode: app.ModeAsync, Lock: "redis",
+		Order: order.Config{Timeout: deadline, LockTTL: 2 * deadline}}, st)
 	require.NoError(t, err)
-	assert.Zero(t, c.LockLost, "no lock lapsed under its order")
+	t.Cleanup(func() { _ = inst.Close() })
+	vid, users := newVoucher(t, inst, 1000), randomUsers()
+	require.Equal(t, http.StatusAccepted, placeAsync(t, inst.Handler, vid, users).status, "an order before the kill")
+
+	rs.Kill()
+	for i := range int64(5) {
+		a := placeAsync(t, inst.Handler, vid, users+1+i)
+		assert.Equal(t, http.StatusServiceUnavailable, a.status, "%+v", a)
+		assert.Equal(t, "unavailable", a.code, "%+v", a)
+		assert.Less(t, a.took, deadline/2, "answered without waiting for the deadline: %+v", a)
+		t.Logf("admission %d after the kill: 503 %s in %s", i+1, a.code, a.took.Round(time.Millisecond))
+	}
 }

@@ -28,10 +28,17 @@ import (
 // admissions that hold one of Place's slots and are bounded by Config.MaxInflight. One whose
 // context ends while its call is under way is settled by Place as any call without an answer
 // (async_settle.lua voids its id unless the script admitted it, and the script, should it run
-// after that, admits nothing).
+// after that, admits nothing). Each order also carries its deadline, on Redis's clock as the
+// answers tell it (redisClock): a call that reaches Redis after an order's deadline, because
+// Redis hung with the call in its socket and Place answered while it did, admits nothing of it,
+// even when the settling call could not reach Redis either.
 
-// errNotSent: the admission's context ended before its call was sent; nothing was admitted.
-var errNotSent = errors.New("admit: not sent before the admission's deadline")
+var (
+	// errNotSent: the admission's context ended before its call was sent; nothing was admitted.
+	errNotSent = errors.New("admit: not sent before the admission's deadline")
+	// errLate: the call ran in Redis after the admission's deadline; nothing was admitted.
+	errLate = errors.New("admit: the call reached Redis after the admission's deadline; nothing was admitted")
+)
 
 // queued is one admission waiting for its batch's answer. It keeps its request's context, as an
 // envelope does: the call that carries it reads its deadline and whether it ended.
@@ -122,19 +129,28 @@ func (s *Service) admitBatch(voucherID int64, batch []*queued) {
 	defer cancel()
 	s.metrics.admitBatch.Observe(float64(len(batch)))
 	k := keysOf(voucherID)
-	args := make([]any, 0, 1+2*len(batch))
+	args := make([]any, 0, 1+3*len(batch))
 	args = append(args, voucherID)
+	onRedis := s.clock.onRedis()
 	for _, q := range batch {
-		args = append(args, q.user, q.order)
+		d, _ := q.ctx.Deadline()
+		args = append(args, q.user, q.order, onRedis(d))
 	}
 	res, err := admitScript.Run(ctx, s.scripts, []string{k.sale, k.users, k.orders, k.stream}, args...).Slice()
+	if err == nil && len(res) == 2*len(batch)+1 {
+		if at, ok := res[len(res)-1].(string); ok {
+			if ms, perr := strconv.ParseInt(at, 10, 64); perr == nil {
+				s.clock.observe(ms, time.Now())
+			}
+		}
+	}
 	for i, q := range batch {
 		switch {
 		case err != nil:
 			q.err = fmt.Errorf("admit: %w", err)
 		case len(res) == 1:
 			q.code = 1 // not loaded: nothing was decided
-		case len(res) != 2*len(batch):
+		case len(res) != 2*len(batch)+1:
 			q.err = fmt.Errorf("admit: script returned %d values for %d orders", len(res), len(batch))
 		default:
 			code, ok := res[2*i].(int64)
@@ -206,6 +222,8 @@ func (s *Service) admit(ctx context.Context, userID, voucherID, orderID int64) (
 		return 0, order.ErrSoldOut
 	case 5:
 		return 0, fmt.Errorf("admit: order id %d already in the orders hash (void, or admitted by an earlier run of this call)", orderID)
+	case 6:
+		return 0, errLate
 	}
 	return 0, fmt.Errorf("admit: unknown answer %d %q", q.code, q.id)
 }

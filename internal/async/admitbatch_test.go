@@ -50,7 +50,7 @@ func (h *admitCalls) admission(cmd redis.Cmder) (int, bool) {
 	if len(args) < 8 || args[3] != h.sale {
 		return 0, false
 	}
-	return (len(args) - 8) / 2, true // evalsha sha 4 KEYS×4 voucher, then pairs
+	return (len(args) - 8) / 3, true // evalsha sha 4 KEYS×4 voucher, then (user, order id, deadline) per order
 }
 
 // before holds the admission calls to hold until their release.
@@ -376,10 +376,23 @@ func TestAdmitScriptDecidesAsAlone(t *testing.T) {
 			ctx := context.Background()
 			script := redis.NewScript(lua.AsyncAdmit)
 			keys := []string{"seckill:{voucher:9}:sale", "seckill:{voucher:9}:users", "seckill:{voucher:9}:orders", "seckill:{voucher:9}:stream"}
+			// run calls the script with (user, order id) pairs, none with a deadline, and returns
+			// its decisions without Redis's time of the call that follows them.
 			run := func(pairs ...any) []any {
 				t.Helper()
-				res, err := script.Run(ctx, s.rdb, keys, append([]any{9}, pairs...)...).Slice()
+				args := []any{9}
+				for i := 0; i+1 < len(pairs); i += 2 {
+					args = append(args, pairs[i], pairs[i+1], "")
+				}
+				res, err := script.Run(ctx, s.rdb, keys, args...).Slice()
 				require.NoError(t, err)
+				if len(res) > 1 {
+					at, ok := res[len(res)-1].(string)
+					require.True(t, ok, "Redis's time last: %v", res)
+					_, err := strconv.ParseInt(at, 10, 64)
+					require.NoError(t, err, "Redis's time last: %v", res)
+					res = res[:len(res)-1]
+				}
 				return res
 			}
 			redisNow := func() int64 {
@@ -435,6 +448,47 @@ func TestAdmitScriptDecidesAsAlone(t *testing.T) {
 			stock, err = s.rdb.HGet(ctx, keys[0], "stock").Int()
 			require.NoError(t, err)
 			assert.Zero(t, stock)
+		})
+	}
+}
+
+// TestAdmitScriptRefusesALateCall: an order whose deadline, on Redis's clock, has passed when
+// the script runs is answered 6 and admits nothing (no unit, no user, no entry): the call waited
+// in Redis (hung, its socket holding the call) past the moment its caller may have answered
+// 503. An order of the same call whose deadline is ahead, or that has none, is decided as
+// usual; the answer ends with Redis's time of the call.
+func TestAdmitScriptRefusesALateCall(t *testing.T) {
+	t.Parallel()
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := context.Background()
+			keys := []string{"seckill:{voucher:8}:sale", "seckill:{voucher:8}:users", "seckill:{voucher:8}:orders", "seckill:{voucher:8}:stream"}
+			now, err := s.rdb.Time(ctx).Result()
+			require.NoError(t, err)
+			before := now.UnixMilli()
+			require.NoError(t, s.rdb.HSet(ctx, keys[0], "stock", 5, "begin", before-time.Hour.Milliseconds(), "end", before+time.Hour.Milliseconds()).Err())
+			res, err := redis.NewScript(lua.AsyncAdmit).Run(ctx, s.rdb, keys, 8,
+				1, 101, strconv.FormatInt(before-1, 10), // past, on Redis's clock
+				2, 102, strconv.FormatInt(before+time.Minute.Milliseconds(), 10),
+				3, 103, "").Slice()
+			require.NoError(t, err)
+			require.Len(t, res, 7)
+			assert.Equal(t, []any{int64(6), "", int64(0), "102", int64(0), "103"}, res[:6])
+			at, err := strconv.ParseInt(res[6].(string), 10, 64)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, at, before, "Redis's time of the call")
+			stock, err := s.rdb.HGet(ctx, keys[0], "stock").Int()
+			require.NoError(t, err)
+			assert.Equal(t, 3, stock, "no unit for the late order")
+			users, err := s.rdb.HGetAll(ctx, keys[1]).Result()
+			require.NoError(t, err)
+			assert.Equal(t, map[string]string{"2": "102", "3": "103"}, users)
+			n, err := s.rdb.XLen(ctx, keys[3]).Result()
+			require.NoError(t, err)
+			assert.Equal(t, int64(2), n)
+			known, err := s.rdb.HExists(ctx, keys[2], "101").Result()
+			require.NoError(t, err)
+			assert.False(t, known, "the late order left no trace")
 		})
 	}
 }

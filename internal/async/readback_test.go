@@ -37,12 +37,16 @@ type lateAdmission struct {
 	early bool
 }
 
-func (h *lateAdmission) admission(cmd redis.Cmder) bool {
+func (h *lateAdmission) admission(cmd redis.Cmder) bool { return admissionOf(cmd, h.sale) }
+
+// admissionOf reports whether cmd is a call of the admission script of the voucher whose sale
+// hash is sale (the key among its arguments).
+func admissionOf(cmd redis.Cmder, sale string) bool {
 	if n := cmd.Name(); n != "evalsha" && n != "eval" {
 		return false
 	}
 	for _, a := range cmd.Args() {
-		if a == h.sale {
+		if a == sale {
 			return true
 		}
 	}
@@ -189,7 +193,7 @@ func TestAdmissionWhoseAnswerWasLostIsAnsweredAdmitted(t *testing.T) {
 			id, err := svc.Place(ctx, 1, vid)
 			require.NoError(t, err, "admitted, though its answer was lost")
 			require.True(t, hook.ran)
-			require.Len(t, hook.late, 2)
+			require.Len(t, hook.late, 3, "its code and id, and Redis's time")
 			require.Equal(t, int64(0), hook.late[0], "the script admitted it")
 			assert.Equal(t, hook.late[1], strconv.FormatInt(id, 10), "answered with the order's id")
 			assert.Equal(t, order.StatePending, f.state(1, id))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,6 +39,7 @@ type Service struct {
 
 	mu     sync.Mutex
 	queues map[int64]*admitQueue // the admissions waiting for their voucher's next call (admit.go)
+	clock  redisClock            // Redis's clock, for the admissions' deadlines in the script
 }
 
 // NewService returns the admission side of the asynchronous mode.
@@ -108,7 +110,7 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 			return 0, order.ResultSoldOut, err
 		case errors.Is(err, order.ErrSaleNotActive):
 			return 0, order.ResultSaleNotActive, err
-		case errors.Is(err, errNotSent):
+		case errors.Is(err, errNotSent), errors.Is(err, errLate):
 			return 0, order.ResultError, fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		default:
 			if s.admitted(ctx, userID, voucherID, orderID) {
@@ -128,13 +130,38 @@ const readBackTimeout = 500 * time.Millisecond
 // id is new, so the user mapping to it, or a status of it, proves the script ran: then the
 // order is admitted and answered so, rather than answered 503 while a writer writes it.
 // Otherwise async_settle.lua voids the id in the same step, and the script, should it run
-// later, admits nothing: a read alone, as before, let it admit after the 503. It runs within
-// readBackTimeout of its own, since the order's deadline may be what ran out; when it fails
-// too, the order is answered 503 and the script may still admit it.
+// later, admits nothing: a read alone, as before, let it admit after the 503. Each settling
+// call runs within readBackTimeout of its own, since the order's deadline may be what ran out.
+//
+// When the settling call fails too, and not because Redis refused the connection (no Redis
+// listening, so no socket holding the call), Redis may be hung with the call in its socket, to
+// run it when it resumes. If the call failed before the order's deadline (Redis's I/O timeout,
+// a second, is shorter than the default deadline), it waits for the deadline and settles
+// again. After the deadline the
+// script admits nothing of the order (it carries the deadline on Redis's clock, admit.go), so
+// once the deadline has passed "not admitted" is final even when that call fails as well:
+// the order is then answered 503 and no later run of its script admits it. What is left
+// unknown is a script that Redis ran before the deadline, whose answer was lost, with Redis out
+// of reach for both settling calls: then the order was admitted though answered 503, and a
+// retry answers 409 already_ordered with its id.
 func (s *Service) admitted(ctx context.Context, userID, voucherID, orderID int64) bool {
+	n, err := s.settle(ctx, userID, voucherID, orderID)
+	// Refused, the settling call found no Redis listening: none whose socket could hold the call.
+	if err != nil && !errors.Is(err, syscall.ECONNREFUSED) {
+		if _, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+			<-ctx.Done() // the deadline, or the client gone (then there is no answer to get right)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				n, err = s.settle(ctx, userID, voucherID, orderID)
+			}
+		}
+	}
+	return err == nil && n == 1
+}
+
+// settle runs async_settle.lua for the admission within readBackTimeout.
+func (s *Service) settle(ctx context.Context, userID, voucherID, orderID int64) (int, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readBackTimeout)
 	defer cancel()
 	k := keysOf(voucherID)
-	n, err := settleScript.Run(ctx, s.rdb, []string{k.users, k.orders}, userID, orderID).Int()
-	return err == nil && n == 1
+	return settleScript.Run(ctx, s.rdb, []string{k.users, k.orders}, userID, orderID).Int()
 }

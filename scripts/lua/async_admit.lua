@@ -9,14 +9,19 @@
 -- KEYS[3]  the orders hash: order id -> "pending|user|at" while the order is not in the database
 -- KEYS[4]  the voucher's order stream, read by the writers' consumer group
 -- ARGV[1]  voucher id
--- ARGV[2], ARGV[3]  the first order's user id and order id; ARGV[4], ARGV[5] the second's; ...
--- Returns {code, order id} per order, flat, in ARGV's order: {0, its id} admitted; {2, ''}
--- outside the sale window; {3, id} the user already holds order id (an earlier order of this
--- call's included); {4, ''} sold out; {5, ''} the orders hash already holds the order id: void
--- (this call ran after the caller gave up on its answer and settled the admission as not
--- admitted, async_settle.lua), or admitted by an earlier run of the same call (which the caller
--- settles as admitted). When the sale hash is missing it returns {1} alone: nothing was decided
--- (load the voucher from the database and try again).
+-- ARGV[2], ARGV[3], ARGV[4]  the first order's user id, order id and deadline: from that moment
+-- on (Redis's clock, ms since the Unix epoch) it is no longer admitted ('' for no deadline);
+-- ARGV[5], ARGV[6], ARGV[7] the second's; ...
+-- Returns {code, order id} per order, flat, in ARGV's order, then Redis's time of the call (ms,
+-- the caller's reading of Redis's clock): {0, its id} admitted; {2, ''} outside the sale
+-- window; {3, id} the user already holds order id (an earlier order of this call's included);
+-- {4, ''} sold out; {5, ''} the orders hash already holds the order id: void (this call ran
+-- after the caller gave up on its answer and settled the admission as not admitted,
+-- async_settle.lua), or admitted by an earlier run of the same call (which the caller settles
+-- as admitted); {6, ''} past its deadline: the call ran after its caller may have answered
+-- that nothing was admitted (a call waits in Redis's socket while Redis hangs, and runs when it
+-- resumes), so it admits nothing. When the sale hash is missing it returns {1} alone: nothing
+-- was decided (load the voucher from the database and try again).
 -- Ids stay strings: order ids exceed 2^53, past what a Lua number holds exactly.
 -- The window is read on Redis's clock (TIME), not on the calling instance's: every instance
 -- then opens and closes the sale at the same instant, however far their clocks are apart (a
@@ -36,13 +41,15 @@ local at = time[1] .. string.format('%03d', math.floor(tonumber(time[2]) / 1000)
 local now = tonumber(at)
 local open = now >= tonumber(sale[2]) and now < tonumber(sale[3])
 local left = tonumber(sale[1])
-local n = math.floor((#ARGV - 1) / 2)
+local n = math.floor((#ARGV - 1) / 3)
 if n == 0 then
   return {}
 end
-local users, ids = {}, {}
+local users, ids, late = {}, {}, {}
 for i = 1, n do
-  users[i], ids[i] = ARGV[2 * i], ARGV[2 * i + 1]
+  users[i], ids[i] = ARGV[3 * i - 1], ARGV[3 * i]
+  local deadline = ARGV[3 * i + 1]
+  late[i] = deadline ~= '' and now >= tonumber(deadline)
 end
 -- One HMGET per hash for the whole call, not an HEXISTS and an HGET per order: each redis.call
 -- has a cost of its own (docs/loadtest.md, "The admission script's reads and writes").
@@ -56,6 +63,8 @@ for i = 1, n do
   local code, answer = 0, ''
   if known[i] then
     code = 5
+  elseif late[i] then
+    code = 6
   elseif not open then
     code = 2
   else
@@ -73,6 +82,7 @@ for i = 1, n do
   out[2 * i - 1] = code
   out[2 * i] = answer
 end
+out[2 * n + 1] = at
 if taken == 0 then
   return out
 end
