@@ -135,15 +135,15 @@ const readBackTimeout = 500 * time.Millisecond
 //
 // When the settling call fails too, and not because Redis refused the connection (no Redis
 // listening, so no socket holding the call), Redis may be hung with the call in its socket, to
-// run it when it resumes. If the call failed before the order's deadline (Redis's I/O timeout,
-// a second, is shorter than the default deadline), it waits for the deadline and settles
-// again. After the deadline the
-// script admits nothing of the order (it carries the deadline on Redis's clock, admit.go), so
-// once the deadline has passed "not admitted" is final even when that call fails as well:
-// the order is then answered 503 and no later run of its script admits it. What is left
-// unknown is a script that Redis ran before the deadline, whose answer was lost, with Redis out
-// of reach for both settling calls: then the order was admitted though answered 503, and a
-// retry answers 409 already_ordered with its id.
+// run it when it resumes. If the call failed before the order's deadline (the client's I/O
+// timeout, a second in this service, is shorter than the default deadline of two), it waits
+// for the deadline and settles again. From the deadline on the script admits nothing of the
+// order (it carries the deadline on Redis's clock, admit.go), so once the deadline has passed
+// "not admitted" is final even when that call fails as well: the order is then answered 503
+// and no later run of its script admits it. What is left unknown is a script that Redis ran
+// before the deadline, whose answer was lost, with Redis out of reach for both settling calls:
+// then the order was admitted though answered 503, and a retry answers 409 already_ordered
+// with its id.
 func (s *Service) admitted(ctx context.Context, userID, voucherID, orderID int64) bool {
 	n, err := s.settle(ctx, userID, voucherID, orderID)
 	// Refused, the settling call found no Redis listening: none whose socket could hold the call.
