@@ -1,9 +1,10 @@
 // Package asyncpitfall is the asynchronous order path's pitfalls as executable lessons: five
 // bugs found in public clones of the Redis-admission + stream-writer design (docs/async.md),
+// and one this repository had (A6),
 // each run wrong and then right on the same scenario, step by step in a fixed order (no
 // goroutines, no sleeps: the "crash" is a step that is not taken), with the timeline and the
 // books. The right variants run this repository's own scripts (scripts/lua/async_admit.lua,
-// async_ack.lua, async_dead.lua) and take the writer's steps in its order
+// async_ack.lua, async_dead.lua, async_settle.lua) and take the writer's steps in its order
 // (internal/async/writer.go, not imported: it depends on internal/order, which lessons may
 // not import; its own tests hold it to that order).
 //
@@ -63,9 +64,9 @@ type Result struct {
 	Wrong, Right Run
 }
 
-// Lessons returns the five lessons in order.
+// Lessons returns the lessons in order.
 func Lessons() []Lesson {
-	return []Lesson{decrementFirst(), noCompensation(), ackBeforeCommit(), onlyNew(), sharedName()}
+	return []Lesson{decrementFirst(), noCompensation(), ackBeforeCommit(), onlyNew(), sharedName(), answerBeforeOutcome()}
 }
 
 // RunAll runs every lesson on rdb, under keys that start with prefix (unique per run).
@@ -96,9 +97,10 @@ func RunAll(ctx context.Context, rdb *redis.Client, prefix string) ([]Result, er
 
 // The scripts of the right variants are the service's own.
 var (
-	admitScript = redis.NewScript(lua.AsyncAdmit)
-	ackScript   = redis.NewScript(lua.AsyncAck)
-	deadScript  = redis.NewScript(lua.AsyncDead)
+	admitScript  = redis.NewScript(lua.AsyncAdmit)
+	ackScript    = redis.NewScript(lua.AsyncAck)
+	deadScript   = redis.NewScript(lua.AsyncDead)
+	settleScript = redis.NewScript(lua.AsyncSettle)
 )
 
 const (
@@ -183,6 +185,44 @@ func (e *env) answer(user, code int64) (string, error) {
 	stock, _ := e.rdb.HGet(context.Background(), e.k.sale, "stock").Int64()
 	e.say("user %d orders → %s; Redis stock %d", user, a, stock)
 	return a, nil
+}
+
+// hungCall is user's admission call sent while Redis hangs: it waits in Redis's socket, with
+// deadline (on Redis's clock, "" for none), until resume runs it. Its client is answered
+// meanwhile, by the lesson.
+func (e *env) hungCall(user int64, deadline string) []any {
+	e.nextID++
+	e.asked[user] = true
+	return []any{voucherID, user, e.nextID, deadline}
+}
+
+// resume runs, as a Redis that resumes does, a call that waited in its socket, then the settling
+// call the instance sent after it, and tells what each did.
+func (e *env) resume(ctx context.Context, call []any) error {
+	res, err := admitScript.Run(ctx, e.rdb, []string{e.k.sale, e.k.users, e.k.orders, e.k.stream}, call...).Slice()
+	if err != nil {
+		return err
+	}
+	user, id := call[1], call[2]
+	stock, _ := e.rdb.HGet(ctx, e.k.sale, "stock").Int64()
+	switch code := res[0].(int64); code {
+	case 0:
+		e.say("Redis resumes and runs order %d's call: admitted, Redis stock %d; user %d was told 503", id, stock, user)
+	case 6:
+		e.say("Redis resumes and runs order %d's call: its deadline has passed on Redis's clock → refused, nothing taken (Redis stock %d)", id, stock)
+	default:
+		e.say("Redis resumes and runs order %d's call → %d (Redis stock %d)", id, code, stock)
+	}
+	n, err := settleScript.Run(ctx, e.rdb, []string{e.k.users, e.k.orders}, user, id).Int()
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		e.say("then the settling call of order %d: admitted (to an instance that answered long ago)", id)
+	} else {
+		e.say("then the settling call of order %d: not admitted, its id voided", id)
+	}
+	return nil
 }
 
 // entry is one stream entry as a writer sees it.

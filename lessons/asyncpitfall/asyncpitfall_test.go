@@ -22,7 +22,7 @@ func TestLessons(t *testing.T) {
 		t.Run(srv.Name, func(t *testing.T) {
 			results, err := RunAll(context.Background(), srv.Client, testenv.Unique("asyncpitfall"))
 			require.NoError(t, err)
-			require.Len(t, results, 5)
+			require.Len(t, results, 6)
 			for _, r := range results {
 				assert.NotEmpty(t, r.Wrong.Broken, "%s wrong: the failure must show\n%s", r.Lesson.ID, strings.Join(r.Wrong.Timeline, "\n"))
 				assert.Empty(t, r.Right.Broken, "%s right\n%s", r.Lesson.ID, strings.Join(r.Right.Timeline, "\n"))
@@ -51,6 +51,10 @@ func TestLessons(t *testing.T) {
 			assert.Equal(t, int64(1), byID["A5"].Wrong.Queued, "A5: order 103 waits in the stream")
 			assert.Contains(t, byID["A5"].Wrong.Broken, "2 unit(s) sold twice", "A5: the count includes the order admitted for a sold unit")
 			assert.Equal(t, int64(0), byID["A5"].Wrong.Lost, "A5: nothing lost, counted per order (rows that are also dead letters count once)")
+			assert.Equal(t, int64(1), byID["A6"].Wrong.Admitted, "A6: one 202, user 2 told 503")
+			assert.Equal(t, int64(2), byID["A6"].Wrong.Rows, "A6: and user 2's order written all the same")
+			assert.Equal(t, int64(2), byID["A6"].Right.Admitted, "A6: the unit user 2 did not get goes to user 3")
+			assert.Equal(t, int64(2), byID["A6"].Right.Rows)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package asyncpitfall
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -329,6 +330,71 @@ func sharedName() Lesson {
 			if over := r.RedisStock + r.Queued + r.Rows - r.Initial; over > 0 {
 				return fmt.Sprintf("Redis offers %d unit(s) and holds %d admitted order(s) in the stream with %d of %d sold: %d unit(s) sold twice",
 					r.RedisStock, r.Queued, r.Rows, r.Initial, over)
+			}
+			return unwritten(r)
+		},
+	}
+}
+
+// A6. The instance answers 503 while its call waits in a hung Redis.
+func answerBeforeOutcome() Lesson {
+	run := func(ctx context.Context, e *env, withDeadline bool) error {
+		if err := e.open(ctx, 2); err != nil {
+			return err
+		}
+		if _, err := e.admit(ctx, 1); err != nil {
+			return err
+		}
+		deadline := ""
+		if withDeadline {
+			// The order's deadline on Redis's clock: here the moment the call is sent, so that the
+			// lesson need not wait out SECKILL_ORDER_TIMEOUT's two seconds.
+			now, err := e.rdb.Time(ctx).Result()
+			if err != nil {
+				return err
+			}
+			deadline = strconv.FormatInt(now.UnixMilli(), 10)
+		}
+		call := e.hungCall(2, deadline)
+		if withDeadline {
+			e.say("user 2 orders: the instance sends order %d's call, its deadline with it (in this lesson the moment it is sent, not two seconds later); Redis hangs (SIGSTOP) with the call in its socket", call[2])
+		} else {
+			e.say("user 2 orders: the instance sends order %d's call; Redis hangs (SIGSTOP) with the call in its socket", call[2])
+		}
+		e.say("the call's I/O timeout; the settling call (async_settle.lua) cannot reach Redis either")
+		if withDeadline {
+			e.say("the instance waits for the order's deadline and settles again: no Redis → user 2 answered 503 unavailable, nothing placed")
+		} else {
+			e.say("user 2 answered 503 unavailable: nothing placed")
+		}
+		if err := e.resume(ctx, call); err != nil {
+			return err
+		}
+		if err := e.writeNew(ctx, "writer-a"); err != nil {
+			return err
+		}
+		if _, err := e.admit(ctx, 3); err != nil {
+			return err
+		}
+		return e.writeNew(ctx, "writer-a")
+	}
+	return Lesson{
+		ID:    "A6",
+		Title: "An answer before the outcome: 503 for an order a hung Redis admits later",
+		Bug: "Redis hangs (a stall, SIGSTOP, a partition) with an admission call in its socket. The instance " +
+			"gives up on the call, cannot settle it either (the settling call waits behind it), and answers " +
+			"503, \"nothing was placed\". When Redis resumes it runs the call: the order is admitted and " +
+			"written, its unit sold to a user who was told the order failed and went elsewhere.",
+		Fix: "internal/async/admit.go sends each order's deadline with it, on Redis's clock (estimated from " +
+			"the answers' time), and scripts/lua/async_admit.lua admits nothing of an order whose deadline has " +
+			"passed; an admission whose settling call failed waits for its deadline and settles again " +
+			"(internal/async/service.go), so from then on its 503 is final.",
+		wrong: func(ctx context.Context, e *env) error { return run(ctx, e, false) },
+		right: func(ctx context.Context, e *env) error { return run(ctx, e, true) },
+		check: func(r Run) string {
+			if sold := r.Initial - r.RedisStock; sold > r.Admitted {
+				return fmt.Sprintf("%d unit(s) sold, %d order(s) answered 202: %d order(s) admitted whose users were told 503",
+					sold, r.Admitted, sold-r.Admitted)
 			}
 			return unwritten(r)
 		},
