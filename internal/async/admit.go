@@ -131,7 +131,21 @@ func (s *Service) admitBatch(voucherID int64, batch []*queued) {
 	k := keysOf(voucherID)
 	args := make([]any, 0, 1+3*len(batch))
 	args = append(args, voucherID)
-	onRedis := s.clock.onRedis()
+	onRedis, known := s.clock.onRedis()
+	if !known {
+		// The instance's first call: read Redis's clock first, so that it too carries its
+		// orders' deadlines. A Redis that does not answer this fails the call before it is sent.
+		now, err := s.rdb.Time(ctx).Result()
+		if err != nil {
+			for _, q := range batch {
+				q.err = fmt.Errorf("%w: read Redis's clock: %w", errNotSent, err)
+				close(q.done)
+			}
+			return
+		}
+		s.clock.observe(now.UnixMilli(), time.Now())
+		onRedis, _ = s.clock.onRedis()
+	}
 	for _, q := range batch {
 		d, _ := q.ctx.Deadline()
 		args = append(args, q.user, q.order, onRedis(d))

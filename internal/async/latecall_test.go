@@ -116,18 +116,16 @@ func TestAdmissionOutOfReachIsSettledAtItsDeadline(t *testing.T) {
 			t.Run(s.name+"/"+when, func(t *testing.T) {
 				ctx := context.Background()
 				f := newFixture(t, s, async.Config{Timeout: deadline})
-				clockVoucher, vid := f.voucher(5), f.voucher(5)
-				require.NoError(t, f.loader.Load(ctx, clockVoucher))
+				vid := f.voucher(5)
 				require.NoError(t, f.loader.Load(ctx, vid))
 				sale, _, _, stream, _ := async.KeysOf(vid)
 				hook := &lostSettle{sale: sale, other: f.rdb, lose: 1}
 				if when == "after the deadline" {
 					hook.lose = 2 // out of reach at the deadline too
 				}
+				// A new service: its first call reads Redis's clock before it is sent (TIME), so that
+				// it carries its deadline too.
 				svc := f.hookedService(hook)
-				// An admission of another voucher first: its answer gives the service Redis's clock.
-				_, err := svc.Place(ctx, 1, clockVoucher)
-				require.NoError(t, err)
 
 				type placed struct {
 					id  int64

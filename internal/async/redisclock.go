@@ -42,8 +42,9 @@ func (c *redisClock) observe(redisMs int64, received time.Time) {
 }
 
 // onRedis returns a function that writes deadline on Redis's clock as the script's argument: ms
-// since the Unix epoch, or "" (no deadline) before the first reading, or for a zero deadline.
-func (c *redisClock) onRedis() func(deadline time.Time) string {
+// since the Unix epoch, or "" (no deadline) before the first reading, or for a zero deadline;
+// and whether there was a reading.
+func (c *redisClock) onRedis() (func(deadline time.Time) string, bool) {
 	c.mu.Lock()
 	offset, known := c.offset, !c.since.IsZero()
 	c.mu.Unlock()
@@ -52,5 +53,5 @@ func (c *redisClock) onRedis() func(deadline time.Time) string {
 			return ""
 		}
 		return strconv.FormatInt(deadline.UnixMilli()+offset, 10)
-	}
+	}, known
 }

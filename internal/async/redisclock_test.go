@@ -17,17 +17,22 @@ func TestRedisClock(t *testing.T) {
 	var c redisClock
 	base := time.UnixMilli(1_700_000_000_000)
 	deadline := base.Add(2 * time.Second)
-	assert.Equal(t, "", c.onRedis()(deadline), "no reading yet: no deadline")
+	on0, known := c.onRedis()
+	assert.False(t, known)
+	assert.Equal(t, "", on0(deadline), "no reading yet: no deadline")
 
 	c.observe(base.UnixMilli()+5_000, base) // Redis 5 s ahead, the answer back at once
 	on := func() int64 {
 		t.Helper()
-		v, err := strconv.ParseInt(c.onRedis()(deadline), 10, 64)
+		f, known := c.onRedis()
+		assert.True(t, known)
+		v, err := strconv.ParseInt(f(deadline), 10, 64)
 		assert.NoError(t, err)
 		return v - deadline.UnixMilli()
 	}
 	assert.Equal(t, int64(4_999), on())
-	assert.Equal(t, "", c.onRedis()(time.Time{}), "no deadline stays none")
+	f, _ := c.onRedis()
+	assert.Equal(t, "", f(time.Time{}), "no deadline stays none")
 
 	c.observe(base.UnixMilli()+5_000, base.Add(300*time.Millisecond)) // an answer 300 ms on its way back
 	assert.Equal(t, int64(4_999), on(), "a looser bound leaves the estimate")
