@@ -131,7 +131,7 @@ func (s *Service) admitBatch(voucherID int64, batch []*queued) {
 	k := keysOf(voucherID)
 	args := make([]any, 0, 1+3*len(batch))
 	args = append(args, voucherID)
-	onRedis, known := s.clock.onRedis()
+	offset, known := s.clock.estimate()
 	if !known {
 		// The instance's first call: read Redis's clock first, so that it too carries its
 		// orders' deadlines. A Redis that does not answer this fails the call before it is sent.
@@ -144,11 +144,11 @@ func (s *Service) admitBatch(voucherID int64, batch []*queued) {
 			return
 		}
 		s.clock.observe(now.UnixMilli(), time.Now())
-		onRedis, _ = s.clock.onRedis()
+		offset, _ = s.clock.estimate()
 	}
 	for _, q := range batch {
 		d, _ := q.ctx.Deadline()
-		args = append(args, q.user, q.order, onRedis(d))
+		args = append(args, q.user, q.order, onRedis(d, offset))
 	}
 	res, err := admitScript.Run(ctx, s.scripts, []string{k.sale, k.users, k.orders, k.stream}, args...).Slice()
 	if err == nil && len(res) == 2*len(batch)+1 {

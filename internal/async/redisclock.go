@@ -41,17 +41,19 @@ func (c *redisClock) observe(redisMs int64, received time.Time) {
 	c.offset = max(c.offset, bound)
 }
 
-// onRedis returns a function that writes deadline on Redis's clock as the script's argument: ms
-// since the Unix epoch, or "" (no deadline) before the first reading, or for a zero deadline;
-// and whether there was a reading.
-func (c *redisClock) onRedis() (func(deadline time.Time) string, bool) {
+// estimate returns the offset (ms, Redis's clock less the instance's) and whether there was a
+// reading to take it from.
+func (c *redisClock) estimate() (int64, bool) {
 	c.mu.Lock()
-	offset, known := c.offset, !c.since.IsZero()
-	c.mu.Unlock()
-	return func(deadline time.Time) string {
-		if !known || deadline.IsZero() {
-			return ""
-		}
-		return strconv.FormatInt(deadline.UnixMilli()+offset, 10)
-	}, known
+	defer c.mu.Unlock()
+	return c.offset, !c.since.IsZero()
+}
+
+// onRedis writes deadline on Redis's clock, offset ms ahead of the instance's, as the admission
+// script's argument: ms since the Unix epoch, or "" (no deadline) for a zero deadline.
+func onRedis(deadline time.Time, offset int64) string {
+	if deadline.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(deadline.UnixMilli()+offset, 10)
 }

@@ -8,31 +8,29 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestRedisClock: before any reading a deadline goes without one (""); each reading is a lower
-// bound of the offset (Redis's time less the arrival of its answer, less a millisecond for the
-// truncation), the estimate the largest bound of its window, so that a slow answer does not
-// pull it down; a window over, the next reading starts a new one, so that a clock stepped back
-// counts for at most a window.
+// TestRedisClock: before any reading there is no estimate; each reading is a lower bound of the
+// offset (Redis's time less the arrival of its answer, less a millisecond for the truncation),
+// the estimate the largest bound of its window, so that a slow answer does not pull it down; a
+// window over, the next reading starts a new one, so that a clock stepped back counts for at
+// most a window. A deadline goes to the script that far ahead, and no deadline as "".
 func TestRedisClock(t *testing.T) {
 	var c redisClock
 	base := time.UnixMilli(1_700_000_000_000)
 	deadline := base.Add(2 * time.Second)
-	on0, known := c.onRedis()
-	assert.False(t, known)
-	assert.Equal(t, "", on0(deadline), "no reading yet: no deadline")
+	_, known := c.estimate()
+	assert.False(t, known, "no reading yet")
 
 	c.observe(base.UnixMilli()+5_000, base) // Redis 5 s ahead, the answer back at once
 	on := func() int64 {
 		t.Helper()
-		f, known := c.onRedis()
+		offset, known := c.estimate()
 		assert.True(t, known)
-		v, err := strconv.ParseInt(f(deadline), 10, 64)
+		v, err := strconv.ParseInt(onRedis(deadline, offset), 10, 64)
 		assert.NoError(t, err)
 		return v - deadline.UnixMilli()
 	}
 	assert.Equal(t, int64(4_999), on())
-	f, _ := c.onRedis()
-	assert.Equal(t, "", f(time.Time{}), "no deadline stays none")
+	assert.Equal(t, "", onRedis(time.Time{}, 4_999), "no deadline stays none")
 
 	c.observe(base.UnixMilli()+5_000, base.Add(300*time.Millisecond)) // an answer 300 ms on its way back
 	assert.Equal(t, int64(4_999), on(), "a looser bound leaves the estimate")
