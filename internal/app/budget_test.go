@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -66,9 +67,10 @@ func newVoucher(t *testing.T, inst *app.Instance, stock int) int64 {
 
 // answer is one request's HTTP answer.
 type answer struct {
-	status int
-	code   string // the error code; "" for 201
-	took   time.Duration
+	status  int
+	code    string // the error code; "" for 201
+	orderID int64  // the order a 201 or 202 placed, or a 409 already_ordered names; 0 for none
+	took    time.Duration
 }
 
 func placeOrder(h http.Handler, voucherID, userID int64) answer {
@@ -83,9 +85,17 @@ func serveTimed(h http.Handler, r *http.Request) answer {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	a := answer{status: w.Code, took: time.Since(start)}
-	var body struct{ Error struct{ Code string } }
+	var body struct {
+		OrderID string `json:"orderId"`
+		Error   struct {
+			Code    string
+			OrderID string `json:"orderId"`
+		}
+	}
 	if json.Unmarshal(w.Body.Bytes(), &body) == nil {
 		a.code = body.Error.Code
+		// Order ids are decimal strings (they exceed 2^53); one that is not leaves orderID 0.
+		a.orderID, _ = strconv.ParseInt(cmp.Or(body.OrderID, body.Error.OrderID), 10, 64)
 	}
 	return a
 }

@@ -4,12 +4,10 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seckill/seckill/internal/api"
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
@@ -193,7 +190,7 @@ func TestFrozenRedisAsync(t *testing.T) {
 	t.Cleanup(func() { _ = inst.Close() })
 	vid, users := newVoucher(t, inst, 1000), randomUsers()
 	orders := map[int64]int64{} // user → the order id of its 202
-	first := placeAsync(t, inst.Handler, vid, users)
+	first := placeOrder(inst.Handler, vid, users)
 	require.Equal(t, http.StatusAccepted, first.status, "an order before the freeze (the voucher loaded): %+v", first)
 	orders[users] = first.orderID
 	base := runtime.NumGoroutine()
@@ -205,16 +202,16 @@ func TestFrozenRedisAsync(t *testing.T) {
 			rs.Thaw()
 		}
 	})
-	codes := frozenBurst(t, base, func(i int) answer { return placeAsync(t, inst.Handler, vid, users+1+int64(i)).answer })
+	codes := frozenBurst(t, base, func(i int) answer { return placeOrder(inst.Handler, vid, users+1+int64(i)) })
 	assert.Equal(t, freezeInfl, codes["unavailable"], "within the bound, unavailable by the deadline: %v", codes)
 
 	rs.Thaw()
 	thawed = true
 	resumed := time.Now()
 	user := users + freezeOrders + 1
-	var last asyncAnswer
+	var last answer
 	for time.Since(resumed) < recoveryBound {
-		if last = placeAsync(t, inst.Handler, vid, user); last.status == http.StatusAccepted {
+		if last = placeOrder(inst.Handler, vid, user); last.status == http.StatusAccepted {
 			orders[user] = last.orderID
 			break
 		}
@@ -226,7 +223,7 @@ func TestFrozenRedisAsync(t *testing.T) {
 	// Every user answered 503 holds no order: its retry is admitted, a new order.
 	for i := range freezeOrders {
 		u := users + 1 + int64(i)
-		again := placeAsync(t, inst.Handler, vid, u)
+		again := placeOrder(inst.Handler, vid, u)
 		require.Equal(t, http.StatusAccepted, again.status, "user %d, answered 503 during the freeze, retries: %+v", u, again)
 		require.NotZero(t, again.orderID, "user %d's retry names its order: %+v", u, again)
 		orders[u] = again.orderID
@@ -257,39 +254,6 @@ func TestFrozenRedisAsync(t *testing.T) {
 	assert.Equal(t, orders, got, "every order a client was told of is its one row, and no other row")
 }
 
-// asyncAnswer is an order's answer in the asynchronous mode: the order id of a 202, or of a
-// 409 already_ordered.
-type asyncAnswer struct {
-	answer
-	orderID int64
-}
-
-func placeAsync(t *testing.T, h http.Handler, voucherID, userID int64) asyncAnswer {
-	r := httptest.NewRequest(http.MethodPost, fmt.Sprintf("/api/vouchers/%d/orders", voucherID), nil)
-	r.Header.Set(api.HeaderUserID, strconv.FormatInt(userID, 10))
-	start := time.Now()
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	a := asyncAnswer{answer: answer{status: w.Code, took: time.Since(start)}}
-	var body struct {
-		OrderID string `json:"orderId"`
-		Error   struct {
-			Code    string
-			OrderID string `json:"orderId"`
-		}
-	}
-	assert.NoError(t, json.Unmarshal(w.Body.Bytes(), &body), "user %d: %s", userID, w.Body)
-	a.code = body.Error.Code
-	id := body.OrderID
-	if id == "" {
-		id = body.Error.OrderID
-	}
-	if id != "" {
-		a.orderID, _ = strconv.ParseInt(id, 10, 64)
-	}
-	return a
-}
-
 // TestKilledRedisAsync: with Redis gone (killed: its port refuses connections) an admission is
 // answered 503 unavailable without waiting for its deadline: a refused connection proves that
 // no Redis holds the call to run it later, so there is nothing to wait out (TestFrozenRedisAsync
@@ -305,11 +269,11 @@ func TestKilledRedisAsync(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = inst.Close() })
 	vid, users := newVoucher(t, inst, 1000), randomUsers()
-	require.Equal(t, http.StatusAccepted, placeAsync(t, inst.Handler, vid, users).status, "an order before the kill")
+	require.Equal(t, http.StatusAccepted, placeOrder(inst.Handler, vid, users).status, "an order before the kill")
 
 	rs.Kill()
 	for i := range int64(5) {
-		a := placeAsync(t, inst.Handler, vid, users+1+i)
+		a := placeOrder(inst.Handler, vid, users+1+i)
 		assert.Equal(t, http.StatusServiceUnavailable, a.status, "%+v", a)
 		assert.Equal(t, "unavailable", a.code, "%+v", a)
 		assert.Less(t, a.took, deadline/2, "answered without waiting for the deadline: %+v", a)
