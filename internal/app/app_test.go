@@ -86,12 +86,6 @@ func readyChecks(t *testing.T, inst *app.Instance, code int) map[string]any {
 	return body.Checks
 }
 
-// refusedBound bounds an order that meets a store whose port refuses connections: a refused
-// dial is answered at once, and the bound is far above that and below what go-redis's default
-// of five dials 100 ms apart took: 0.4 s an order on a dead Redis, a RedLock node's whole
-// timeout (0.25 s in TestRedLockQuorum).
-const refusedBound = 200 * time.Millisecond
-
 // TestRedLockQuorum: an instance starts, and stays ready, while a quorum of RedLock's nodes
 // answers; with fewer it refuses to start, naming the nodes, and reports "lock" not ready.
 func TestRedLockQuorum(t *testing.T) {
@@ -121,7 +115,10 @@ func TestRedLockQuorum(t *testing.T) {
 	t.Cleanup(func() { _ = inst.Close() })
 	assert.Equal(t, "ok", readyChecks(t, inst, http.StatusOK)["lock"])
 	// An order takes the lock on the three nodes left without waiting on the two that are
-	// gone: each refused dial counts as that node's refusal at once.
+	// gone: each refused dial counts as that node's refusal at once. The bound is far above
+	// that and below what go-redis's default of five dials 100 ms apart took: the node's whole
+	// timeout, 0.25 s here.
+	const refusedBound = 200 * time.Millisecond
 	vid := newVoucher(t, inst, 10)
 	for i := range int64(3) {
 		a := placeOrder(inst.Handler, vid, 1+i)

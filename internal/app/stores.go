@@ -199,11 +199,12 @@ func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
 		WriteTimeout:          io,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
-		// One dial a call: a refused or timed-out dial fails the call (503) at once, as a lost
-		// reply does. go-redis's default, five dials 100 ms apart, held every order 0.4 s on a
-		// dead Redis, 1.2 s for the first after a kill (TestKilledRedis); a dial that fails
-		// now will fail 100 ms from now too, and the client retries the whole order.
-		DialerRetries: 1,
+		// DialerRetries stays go-redis's five dials 100 ms apart, although each order on a dead
+		// Redis then waits 0.4 s for its 503 (TestKilledRedis): with one dial a call the
+		// failures came so fast that go-redis's dial breaker (it fails every dial once as many
+		// have failed as the pool has connections, and probes the address once a second)
+		// opened within a Sentinel failover, and the first order after the switch waited
+		// 0.1-0.76 s for the probe instead of 18 ms (docs/chaos.md, 2026-12-06 14:39).
 		// RESP2: the service uses no RESP3 feature (push notifications, client-side caching),
 		// and on RESP3 go-redis looks for pending push notifications on the connection before
 		// every command: a read system call per command, 9% of an instance's CPU when async
