@@ -242,13 +242,19 @@ func clusterPorts(t *testing.T) []string {
 	return ports
 }
 
-// masterOf returns the address of the master serving slot.
+// masterOf returns the node ID of the master serving slot (CLUSTER SHARDS, Redis 7.0 and later).
 func masterOf(t *testing.T, rdb *redis.ClusterClient, slot int64) string {
-	slots, err := rdb.ClusterSlots(context.Background()).Result()
+	shards, err := rdb.ClusterShards(context.Background()).Result()
 	require.NoError(t, err)
-	for _, s := range slots {
-		if int64(s.Start) <= slot && slot <= int64(s.End) {
-			return s.Nodes[0].Addr
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start <= slot && slot <= r.End {
+				for _, n := range sh.Nodes {
+					if n.Role == "master" {
+						return n.ID
+					}
+				}
+			}
 		}
 	}
 	t.Fatalf("no master for slot %d", slot)

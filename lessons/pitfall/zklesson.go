@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"regexp"
-	"sort"
 	"strconv"
 	"time"
 
@@ -129,16 +128,6 @@ func (z *zxids) name(token int64) string {
 	z.seen[token] = n
 	z.s.Alias(strconv.FormatInt(token, 10), n)
 	return n
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Reachable reports whether something accepts TCP connections at addr within a second: the

@@ -288,14 +288,6 @@ func (c *zkProxyConn) freeze() {
 	c.frozen = true
 }
 
-// thaw lets a frozen connection run again.
-func (c *zkProxyConn) thaw() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.frozen = false
-	c.changed.Broadcast()
-}
-
 // cut closes the connection on both sides: the client sees it drop and reconnects.
 func (c *zkProxyConn) cut() {
 	c.mu.Lock()
