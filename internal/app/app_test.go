@@ -115,17 +115,20 @@ func TestRedLockQuorum(t *testing.T) {
 	t.Cleanup(func() { _ = inst.Close() })
 	assert.Equal(t, "ok", readyChecks(t, inst, http.StatusOK)["lock"])
 	// An order takes the lock on the three nodes left without waiting on the two that are
-	// gone: each refused dial counts as that node's refusal at once. The bound is far above
-	// that and below what go-redis's default of five dials 100 ms apart took: the node's whole
-	// timeout, 0.25 s here.
+	// gone: each refused dial counts as that node's refusal at once. With go-redis's default
+	// of five dials 100 ms apart every order waited for the nodes' whole timeout (0.25 s
+	// here), so the fastest of three orders staying far under it shows the one dial; the
+	// fastest, so that one order slowed by a loaded machine does not fail the test.
 	const refusedBound = 200 * time.Millisecond
 	vid := newVoucher(t, inst, 10)
+	fastest := time.Hour
 	for i := range int64(3) {
 		a := placeOrder(inst.Handler, vid, 1+i)
 		assert.Equal(t, http.StatusCreated, a.status, "%+v", a)
-		assert.Less(t, a.took, refusedBound, "%+v", a)
+		fastest = min(fastest, a.took)
 		t.Logf("order %d with two nodes down: %d in %s", i+1, a.status, a.took.Round(time.Millisecond))
 	}
+	assert.Less(t, fastest, refusedBound, "the fastest order with two nodes down")
 
 	nodes[2].Close() // two of five
 	checks := readyChecks(t, inst, http.StatusServiceUnavailable)
