@@ -143,7 +143,9 @@ const readBackTimeout = 500 * time.Millisecond
 // and no later run of its script admits it. What is left unknown is a script that Redis ran
 // before the deadline, whose answer was lost, with Redis out of reach for both settling calls:
 // then the order was admitted though answered 503, and a retry answers 409 already_ordered
-// with its id.
+// with its id. The same holds for a Sentinel primary that ran the script, passed it to its
+// replica and died before answering: its refused connection answers 503 at once, and the
+// replica, once promoted, holds the order.
 func (s *Service) admitted(ctx context.Context, userID, voucherID, orderID int64) bool {
 	n, err := s.settle(ctx, userID, voucherID, orderID)
 	// Refused, the settling call found no Redis listening: none whose socket could hold the call.
