@@ -63,7 +63,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	defer db.Close()
-	rdb := st.OpenRedis(2)
+	rdb := st.OpenRedis(2, 0)
 	defer rdb.Close()
 	store := async.NewStore(db)
 

@@ -138,7 +138,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	if err != nil {
 		return nil, err
 	}
-	rdb := st.OpenRedis(cfg.RedisPool)
+	rdb := st.OpenRedis(cfg.RedisPool, redisDials(cfg.OrderMode))
 	inst := &Instance{DB: db, Redis: rdb, Registry: prometheus.NewRegistry(), Process: lock.NewProcessID()}
 	inst.closers = append(inst.closers, rdb.Close, db.Close)
 	if err := checkSchema(ctx, db); err != nil {

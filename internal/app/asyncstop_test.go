@@ -76,7 +76,7 @@ func TestStopOutlastsABatchInProgress(t *testing.T) {
 	db, err := st.OpenDB(ctx, database.Pool{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	rdb := st.OpenRedis(8)
+	rdb := st.OpenRedis(8, 0)
 	t.Cleanup(func() { _ = rdb.Close() })
 	hold := &ackHold{held: make(chan time.Time, 1), release: make(chan struct{})}
 	rdb.AddHook(hold) // before the writer starts: its commands all pass the hook

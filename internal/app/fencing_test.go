@@ -30,7 +30,7 @@ func TestTokensMatchTheLocks(t *testing.T) {
 	t.Cleanup(func() { _ = db.Close() })
 	sqlDB, err := db.DB.DB()
 	require.NoError(t, err)
-	rdb := st.OpenRedis(8)
+	rdb := st.OpenRedis(8, 0)
 	t.Cleanup(func() { _ = rdb.Close() })
 	for name, kind := range LockKinds {
 		if (name == "zookeeper" || name == "etcd") && !testenv.Integration {

@@ -174,7 +174,34 @@ const (
 	EmbeddedRedisIOTimeout = 5 * time.Second
 )
 
-// OpenRedis returns a new client, with its own pool, to the Redis server: with a Sentinel
+// redisDials is how many times an instance's Redis client dials for one call (zero: go-redis's
+// default, five dials 100 ms apart). A call that cannot dial fails, and the client retries
+// the whole order; what the further dials change is how long a dead Redis holds each caller,
+// and how soon go-redis's dial breaker opens (once as many dials have failed as the pool has
+// connections it fails every dial at once and probes the address once a second, so the first
+// order after Redis is back may wait up to that second):
+//   - the asynchronous mode dials once. Nothing in front of its admissions bounds how many
+//     are in flight, so under load five slow dials each held the pool's connections; an
+//     admission's settling call then timed out waiting for one instead of finding the
+//     connection refused, and waited for the order's deadline: answers of 2.0-2.4 s for the
+//     first 2.5 s of a Redis killed under 1,000 orders a second, against 50-158 ms at most
+//     with one dial; and the first order came 0.60-0.75 s after Redis was back with five
+//     dials, 78-116 ms with one;
+//   - the synchronous mode keeps five: nginx's order gate bounds its orders in flight, and at
+//     a light load (make chaos's sentinel experiment, 50 users a second) the slow failures
+//     kept the breaker shut, so the first order after a Sentinel failover came 18 ms after the
+//     switch, against 0.1-0.76 s with one dial, which opened it.
+//
+// docs/chaos.md, "One dial a Redis call", has the runs.
+func redisDials(mode string) int {
+	if mode == ModeAsync {
+		return 1
+	}
+	return 0
+}
+
+// OpenRedis returns a new client, with its own pool, to the Redis server, dialling up to dials
+// times a call (zero: go-redis's default, five dials 100 ms apart): with a Sentinel
 // configured, go-redis's failover client, which asks the sentinels for the primary's address
 // on every dial and, on their +switch-master, drops its connections to the old primary. While
 // the primary is down and not yet replaced, its calls fail (the orders 503) within the same
@@ -185,7 +212,7 @@ const (
 // is idempotent. A SET NX resent after its reply was lost finds its own key and reports the
 // lock busy, leaving it taken until its TTL; an unlock resent reports the lock lost. The order
 // fails instead (503) and the client retries the whole order.
-func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
+func (s *Stores) OpenRedis(poolSize, dials int) redis.UniversalClient {
 	io := RedisIOTimeout
 	if s.Mini != nil {
 		io = EmbeddedRedisIOTimeout
@@ -199,12 +226,7 @@ func (s *Stores) OpenRedis(poolSize int) redis.UniversalClient {
 		WriteTimeout:          io,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
-		// DialerRetries stays go-redis's five dials 100 ms apart, although each order on a dead
-		// Redis then waits 0.4 s for its 503 (TestKilledRedis): with one dial a call the
-		// failures came so fast that go-redis's dial breaker (it fails every dial once as many
-		// have failed as the pool has connections, and probes the address once a second)
-		// opened within a Sentinel failover, and the first order after the switch waited
-		// 0.1-0.76 s for the probe instead of 18 ms (docs/chaos.md, 2026-12-06 14:39).
+		DialerRetries:         dials,
 		// RESP2: the service uses no RESP3 feature (push notifications, client-side caching),
 		// and on RESP3 go-redis looks for pending push notifications on the connection before
 		// every command: a read system call per command, 9% of an instance's CPU when async
