@@ -141,7 +141,10 @@ func TestTakeoverAfterExpiryGetsALargerToken(t *testing.T) {
 	forEachFenced(t, func(t *testing.T, srv testenv.Redis, pairOf func(string) (fencedLock, fencedLock)) {
 		ctx := fenceCtx(t)
 		a, b := pairOf(testenv.Unique("takeover-"))
-		ok, err := a.tryFixed(ctx, 50*time.Millisecond)
+		// A's hold ends on its own clock with the lease, and Token then answers 0: the lease
+		// leaves room for a loaded machine between the take and the read (50 ms did not,
+		// once, under make test-integration's parallel packages).
+		ok, err := a.tryFixed(ctx, 300*time.Millisecond)
 		require.NoError(t, err)
 		require.True(t, ok)
 		stale := a.Token()
