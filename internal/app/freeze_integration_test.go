@@ -111,19 +111,25 @@ func testFreeze(t *testing.T, st *app.Stores, freeze, thaw func()) {
 	thaw()
 	thawed = true
 	resumed := time.Now()
-	user := users + freezeOrders + 1
-	var last answer
-	for time.Since(resumed) < recoveryBound {
-		if last = placeOrder(inst.Handler, vid, user); last.status == http.StatusCreated {
-			break
-		}
-		user++
-	}
+	last, _ := orderAgain(inst.Handler, vid, users+freezeOrders+1, resumed, recoveryBound)
 	require.Equal(t, http.StatusCreated, last.status, "no order succeeded within %s of the store resuming: last %+v", recoveryBound, last)
 	t.Logf("resumed: first order created %s after the store resumed", time.Since(resumed).Round(time.Millisecond))
 	c, err := order.ReadCounts(inst.Registry)
 	require.NoError(t, err)
 	assert.Zero(t, c.LockLost, "no lock lapsed under its order")
+}
+
+// orderAgain places orders of new users, from user on, until one is answered 2xx or bound has
+// passed since back, the moment the store was back: the first order after a store returns. It
+// returns the last answer and the user who placed it.
+func orderAgain(h http.Handler, vid, user int64, back time.Time, bound time.Duration) (answer, int64) {
+	var last answer
+	for ; time.Since(back) < bound; user++ {
+		if last = placeOrder(h, vid, user); last.status < 300 {
+			return last, user
+		}
+	}
+	return last, user
 }
 
 // frozenBurst fires freezeOrders orders at once (place(i) each) at an instance whose store is
@@ -217,16 +223,9 @@ func TestFrozenRedisAsync(t *testing.T) {
 	rs.Thaw()
 	thawed = true
 	resumed := time.Now()
-	user := users + freezeOrders + 1
-	var last answer
-	for time.Since(resumed) < recoveryBound {
-		if last = placeOrder(inst.Handler, vid, user); last.status == http.StatusAccepted {
-			orders[user] = last.orderID
-			break
-		}
-		user++
-	}
+	last, user := orderAgain(inst.Handler, vid, users+freezeOrders+1, resumed, recoveryBound)
 	require.Equal(t, http.StatusAccepted, last.status, "no admission within %s of Redis resuming: last %+v", recoveryBound, last)
+	orders[user] = last.orderID
 	t.Logf("resumed: first admission %s after Redis resumed", time.Since(resumed).Round(time.Millisecond))
 
 	// Every user answered 503 holds no order: its retry is admitted, a new order.
@@ -316,13 +315,7 @@ func TestKilledRedis(t *testing.T) {
 			// succeeds: the first order after Redis is back may wait for that probe.
 			rs.Restart()
 			back := time.Now()
-			var last answer
-			for time.Since(back) < recoveryBound+breakerProbe {
-				if last = placeOrder(inst.Handler, vid, user); last.status < 300 {
-					break
-				}
-				user++
-			}
+			last, _ := orderAgain(inst.Handler, vid, user, back, recoveryBound+breakerProbe)
 			require.Less(t, last.status, 300, "no order within %s of Redis answering again: last %+v", recoveryBound+breakerProbe, last)
 			t.Logf("Redis back: first order %s after it answered", time.Since(back).Round(time.Millisecond))
 		})
