@@ -2,10 +2,12 @@ package idgen
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -102,16 +104,112 @@ func TestBlocksDropAStaleBlock(t *testing.T) {
 	assert.Equal(t, at.Add(time.Minute).Unix()-Epoch.Unix(), id>>32, "a new block, at the server's time")
 }
 
-// TestBlocksWaitIsBounded: while another caller holds the block (its reservation hanging on
-// Redis), Next gives up when its own context ends.
+// TestBlocksWaitIsBounded: while a reservation hangs on Redis, Next gives up when its own
+// context ends.
 func TestBlocksWaitIsBounded(t *testing.T) {
 	srv := testenv.EmbeddedRedis(t)
 	b := NewBlocks(srv.Client, testenv.Unique("t"), 100, time.Hour)
-	b.turn <- struct{}{} // the other caller's turn, never given back
+	b.inflight = &reservation{done: make(chan struct{})} // another caller's, never ending
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := b.Next(ctx)
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// gatedScripter is a Redis whose script calls wait for the test: each call is announced on
+// calls, then waits until gate is closed (answered), fail is closed (refused with errRefused)
+// or its context ends, as a read from a slow server does.
+type gatedScripter struct {
+	redis.Scripter
+	calls      chan struct{}
+	gate, fail chan struct{}
+}
+
+var errRefused = errors.New("refused")
+
+func newGatedScripter(s redis.Scripter) gatedScripter {
+	return gatedScripter{Scripter: s, calls: make(chan struct{}, 64), gate: make(chan struct{}), fail: make(chan struct{})}
+}
+
+func (g gatedScripter) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	g.calls <- struct{}{}
+	cmd := redis.NewCmd(ctx)
+	select {
+	case <-g.gate:
+		return g.Scripter.EvalSha(ctx, sha, keys, args...)
+	case <-g.fail:
+		cmd.SetErr(errRefused)
+	case <-ctx.Done():
+		cmd.SetErr(ctx.Err())
+	}
+	return cmd
+}
+
+// TestBlocksReservationOutlivesItsCaller: the reservation a caller started goes on when that
+// caller gives up (its deadline came while Redis was slow), and the block it brings serves the
+// callers after it without another round trip. Bound to the caller's context it would end with
+// it, and on a slow Redis, where the callers that reach the front are the ones nearest their
+// deadlines, no reservation would ever finish.
+func TestBlocksReservationOutlivesItsCaller(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	slow := newGatedScripter(srv.Client)
+	b := NewBlocks(slow, testenv.Unique("t"), 100, time.Hour)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Next(ctx)
+		errc <- err
+	}()
+	<-slow.calls // the reservation is at Redis
+	cancel()     // its caller's deadline
+	require.ErrorIs(t, <-errc, context.Canceled)
+
+	close(slow.gate) // Redis answers
+	first, err := b.Next(context.Background())
+	require.NoError(t, err)
+	second, err := b.Next(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, first+1, second)
+	assert.Empty(t, slow.calls, "the block the first caller started served the next ones: one round trip in all")
+}
+
+// TestBlocksReservationErrorReachesItsWaiters: the callers waiting for a reservation get its
+// error, and once Redis answers again the next call reserves a block.
+func TestBlocksReservationErrorReachesItsWaiters(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	slow := newGatedScripter(srv.Client)
+	b := NewBlocks(slow, testenv.Unique("t"), 100, time.Hour)
+	const waiters = 8
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			_, err := b.Next(context.Background())
+			errs <- err
+		}()
+	}
+	<-slow.calls
+	close(slow.fail)
+	for range waiters {
+		assert.ErrorIs(t, <-errs, errRefused)
+	}
+
+	slow = newGatedScripter(srv.Client)
+	close(slow.gate)
+	b.gen.client = slow
+	_, err := b.Next(context.Background())
+	require.NoError(t, err, "the next call reserves again")
+	assert.Len(t, slow.calls, 1)
+}
+
+// TestBlocksReservationIsBounded: a reservation that Redis never answers ends at its own
+// bound, also for a caller whose context has none.
+func TestBlocksReservationIsBounded(t *testing.T) {
+	srv := testenv.EmbeddedRedis(t)
+	b := NewBlocks(newGatedScripter(srv.Client), testenv.Unique("t"), 100, time.Hour)
+	b.timeout = 50 * time.Millisecond
+	_, err := b.Next(context.Background())
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
 // TestBlockAtTheEndOfASecond: a block that would pass 2^32 moves whole to the next second.

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,6 +68,10 @@ func (g *Generator) reserve(ctx context.Context, n int) (int64, error) {
 	return sec<<32 | seq, nil
 }
 
+// ReserveTimeout bounds one reservation of a block: its round trip runs on a context of its
+// own, not on the caller's that needed it (Blocks.Next).
+const ReserveTimeout = time.Second
+
 // Blocks hands out the ids of one name like Generator, from blocks it reserves in one round
 // trip each: at most one call in Size reaches Redis. The ids stay unique across every Blocks
 // and Generator of the name, and above everything an empty restart of Redis lost; what a block
@@ -74,15 +79,23 @@ func (g *Generator) reserve(ctx context.Context, n int) (int64, error) {
 // of two instances interleave within that. A block not used up within MaxAge is dropped (its
 // ids are never issued), so an id's time part never lags by more than MaxAge.
 type Blocks struct {
-	gen    *Generator
-	size   int
-	maxAge time.Duration
-	now    func() time.Time
+	gen     *Generator
+	size    int
+	maxAge  time.Duration
+	timeout time.Duration // a reservation's own bound (ReserveTimeout)
+	now     func() time.Time
 
-	turn    chan struct{} // a one-slot semaphore guarding the block: a wait with a deadline
-	next    int64         // the next id to issue
-	left    int           // ids left in the block
-	fetched time.Time
+	mu       sync.Mutex
+	next     int64        // the next id to issue
+	left     int          // ids left in the block
+	fetched  time.Time    // when the block was reserved
+	inflight *reservation // the reservation under way, nil when none
+}
+
+// reservation is one round trip for a block; done is closed when it has ended, err set before.
+type reservation struct {
+	done chan struct{}
+	err  error
 }
 
 // NewBlocks returns the block-reserving generator for name; size is clamped to 1..MaxBlock
@@ -91,29 +104,59 @@ func NewBlocks(client redis.Scripter, name string, size int, maxAge time.Duratio
 	if maxAge <= 0 {
 		maxAge = time.Second
 	}
-	return &Blocks{gen: New(client, name), size: min(max(size, 1), MaxBlock), maxAge: maxAge, now: time.Now,
-		turn: make(chan struct{}, 1)}
+	return &Blocks{gen: New(client, name), size: min(max(size, 1), MaxBlock), maxAge: maxAge, timeout: ReserveTimeout,
+		now: time.Now}
 }
 
-// Next returns a new id. It reaches Redis only when the block is used up or too old; then
-// concurrent callers wait for that one reservation, bounded by their own contexts.
+// Next returns a new id. It reaches Redis only when the block is used up or too old: then one
+// reservation runs, on its own context bounded by ReserveTimeout, and every caller that needs
+// it waits for it within its own context. The reservation does not end with the caller that
+// started it: on a slow Redis the callers that queue for a block are those nearest their
+// deadlines, and a reservation bound to one of their contexts would run out with it, every
+// time, while Redis answers within the bound (a latency spike's queue that never drains).
+// It returns the reservation's error to the callers that waited for it, or an error wrapping
+// the caller's context's when that ends first.
 func (b *Blocks) Next(ctx context.Context) (int64, error) {
-	// A reservation stuck on a hung Redis must not hold the other orders past their deadlines.
-	select {
-	case b.turn <- struct{}{}:
-	case <-ctx.Done():
-		return 0, fmt.Errorf("next id: %w", ctx.Err())
-	}
-	defer func() { <-b.turn }()
-	if b.left == 0 || b.now().Sub(b.fetched) > b.maxAge {
-		first, err := b.gen.reserve(ctx, b.size)
-		if err != nil {
-			return 0, err
+	for {
+		b.mu.Lock()
+		if b.left > 0 && b.now().Sub(b.fetched) <= b.maxAge {
+			id := b.next
+			b.next++
+			b.left--
+			b.mu.Unlock()
+			return id, nil
 		}
+		r := b.inflight
+		if r == nil {
+			r = &reservation{done: make(chan struct{})}
+			b.inflight = r
+			go b.reserve(r)
+		}
+		b.mu.Unlock()
+		select {
+		case <-r.done:
+			if r.err != nil {
+				return 0, r.err
+			}
+			// The block is there, unless the callers before this one used it up: then the
+			// next round starts another reservation.
+		case <-ctx.Done():
+			return 0, fmt.Errorf("next id: %w", ctx.Err())
+		}
+	}
+}
+
+// reserve runs r: one round trip for a block, bounded by b.timeout.
+func (b *Blocks) reserve(r *reservation) {
+	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+	defer cancel()
+	first, err := b.gen.reserve(ctx, b.size)
+	b.mu.Lock()
+	if err == nil {
 		b.next, b.left, b.fetched = first, b.size, b.now()
 	}
-	id := b.next
-	b.next++
-	b.left--
-	return id, nil
+	b.inflight = nil
+	b.mu.Unlock()
+	r.err = err
+	close(r.done)
 }
