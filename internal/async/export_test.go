@@ -27,6 +27,18 @@ func SetStartFailed(l *Loader, f func(voucherID int64, attempt int, err error)) 
 // lasted past DBDownBound).
 func DBDown(w *Writer) bool { return w.dbDownSince.Load() != 0 }
 
+// Gauges is what w's pending, backlog and oldest-age gauges read.
+func Gauges(w *Writer) (pending, backlog float64, oldest time.Duration) {
+	read := func(g interface{ Write(*dto.Metric) error }) float64 {
+		var d dto.Metric
+		if err := g.Write(&d); err != nil {
+			panic(err)
+		}
+		return d.GetGauge().GetValue()
+	}
+	return read(w.metrics.pending), read(w.metrics.backlog), time.Duration(read(w.metrics.oldest) * float64(time.Second))
+}
+
 // KeysOf exposes a voucher's Redis keys to the tests.
 func KeysOf(voucherID int64) (sale, users, orders, stream, dead string) {
 	k := keysOf(voucherID)

@@ -364,8 +364,12 @@ func (w *Writer) strandedSeen(ids []int64, states []voucherState) {
 	w.metrics.stranded.Set(float64(len(now)))
 }
 
-// refresh sets the gauges and checks the database when no batch did lately.
+// refresh sets the gauges, then checks the database, each within a bound of its own: on one
+// context, a database that hangs took the ping's whole bound, and the gauges' reads after it
+// found their context ended and set 0 orders waiting, the oldest 0 s old, all through a
+// database outage, the one time they are there for.
 func (w *Writer) refresh() {
+	w.refreshGauges()
 	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
 	defer cancel()
 	if err := w.pingDB(ctx); err != nil {
@@ -373,6 +377,14 @@ func (w *Writer) refresh() {
 	} else {
 		w.dbUp()
 	}
+}
+
+// refreshGauges sets the pending, backlog and oldest-age gauges from the streams of the
+// vouchers this writer reads. When a read fails the gauges keep their last values: a sum of
+// the streams that answered would understate what waits.
+func (w *Writer) refreshGauges() {
+	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
+	defer cancel()
 	w.mu.Lock()
 	ids := make([]int64, 0, len(w.running))
 	for id := range w.running {
@@ -383,15 +395,28 @@ func (w *Writer) refresh() {
 	var oldest time.Duration
 	for _, id := range ids {
 		k := keysOf(id)
-		if p, err := w.rdb.XPending(ctx, k.stream, w.cfg.Group).Result(); err == nil {
+		p, err := w.rdb.XPending(ctx, k.stream, w.cfg.Group).Result()
+		switch {
+		case err == nil:
 			pending += p.Count
+		case strings.HasPrefix(err.Error(), "NOGROUP"):
+			// No group yet (its loop is creating it), or retired: nothing delivered there.
+		default:
+			return
 		}
 		n, err := w.rdb.XLen(ctx, k.stream).Result()
-		if err != nil || n == 0 {
+		if err != nil {
+			return
+		}
+		if n == 0 {
 			continue
 		}
 		backlog += n
-		if first, err := w.rdb.XRangeN(ctx, k.stream, "-", "+", 1).Result(); err == nil && len(first) == 1 {
+		first, err := w.rdb.XRangeN(ctx, k.stream, "-", "+", 1).Result()
+		if err != nil {
+			return
+		}
+		if len(first) == 1 {
 			if ms, ok := streamIDTime(first[0].ID); ok {
 				oldest = max(oldest, time.Since(ms))
 			}
