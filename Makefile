@@ -176,13 +176,14 @@ $(TOXIPROXY):
 	mkdir -p $(dir $(TOXIPROXY)) && mv $(CURDIR)/.tools/toxiproxy-$(TOXIPROXY_VERSION)/server $(TOXIPROXY)
 
 ## chaos: faults under load (own MariaDB and Redis, toxiproxy, two instances behind nginx), each with
-## its thresholds and the SQL verdict; exits 1 on any FAIL (about 10 min here, see docs/chaos.md)
+## its thresholds and the SQL verdict; exits 1 on any FAIL (about 10 min here, see docs/chaos.md).
+## MODE=async: the asynchronous mode's experiments, the writers drained before each verdict
 chaos: $(TOXIPROXY)
-	TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
+	MODE=$(MODE) TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
 
 ## chaos-ci: the short version (shorter load and outages, no MariaDB kill, no Sentinel), about 3 min
 chaos-ci: $(TOXIPROXY)
-	CHAOS_SHORT=1 TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
+	MODE=$(MODE) CHAOS_SHORT=1 TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
 
 ## ---- extra lock servers (scripts/services.sh): RedLock's five Redis nodes, ZooKeeper, etcd ----
 .PHONY: services-up services-down services-status

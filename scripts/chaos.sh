@@ -14,16 +14,25 @@
 #
 # Experiments (CHAOS_EXPERIMENTS, space-separated, in this order by default):
 #   overload        closed-loop capacity, then 3× that rate open loop, then the capacity again
+#                   (MODE=sync only: 3× the asynchronous admission's capacity is more than a
+#                   client on the same two cores can offer)
 #   kill-instance   kill -9 an instance under a duplicate storm, start it again
-#   redis-kill      Redis killed 10 s, restarted empty
+#   redis-kill      Redis killed 10 s, restarted empty (MODE=async: restarted from its
+#                   append-only file, written with appendfsync always: a 202 is never lost)
 #   mariadb-kill    MariaDB killed 10 s, restarted
 #   mariadb-freeze  MariaDB frozen (SIGSTOP) 10 s
 #   redis-latency   Redis replies 50 ms late, with a 3 s and a 7 s spike
 #   sentinel        Redis Sentinel failover under load (scripts/services.sh's group; full run only)
 #
+# MODE=async runs the instances with SECKILL_ORDER_MODE=async: an order is a 202, a MariaDB
+# fault is judged by the admissions going on and the writers catching up, and every verdict
+# first waits for the writers to drain, then adds the asynchronous checks (docs/chaos.md,
+# "The asynchronous mode").
+#
 # Settings (environment):
+#   MODE                   sync (default) or async: the instances' SECKILL_ORDER_MODE
 #   CHAOS_SHORT            1: shorter load and outages, no sentinel slot (make chaos-ci, ~3 min)
-#   CHAOS_EXPERIMENTS      which experiments to run (default: all of the above)
+#   CHAOS_EXPERIMENTS      which experiments to run (default: all of the above for the mode)
 #   CHAOS_RUN_DIR          data directories, logs, results (default <repo>/run/chaos)
 #   CHAOS_MYSQL_PORT       the private mariadbd              (default 23306)
 #   CHAOS_REDIS_PORT       the private redis-server          (default 26379)
@@ -48,6 +57,19 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 SHORT=${CHAOS_SHORT:-0}
+MODE=${MODE:-sync}
+case $MODE in
+sync | async) ;;
+*)
+	echo "chaos: MODE=$MODE: want sync or async" >&2
+	exit 1
+	;;
+esac
+if [[ -n ${SECKILL_ORDER_MODE:-} && $SECKILL_ORDER_MODE != "$MODE" ]]; then
+	echo "chaos: SECKILL_ORDER_MODE=$SECKILL_ORDER_MODE but MODE=$MODE: set MODE (make chaos MODE=async)" >&2
+	exit 1
+fi
+export SECKILL_ORDER_MODE=$MODE
 RUN=${CHAOS_RUN_DIR:-$ROOT/run/chaos}
 MYSQL_PORT=${CHAOS_MYSQL_PORT:-23306}
 REDIS_PORT=${CHAOS_REDIS_PORT:-26379}
@@ -72,14 +94,23 @@ if [[ $SHORT == 1 ]]; then
 	GOODPUT=${CHAOS_GOODPUT:-0.50}
 	SHED_P99=${CHAOS_SHED_P99:-400ms}
 	LIGHT_P99=${CHAOS_LIGHT_P99:-250ms}
-	EXPERIMENTS=${CHAOS_EXPERIMENTS:-overload kill-instance redis-kill mariadb-freeze redis-latency}
+	default="overload kill-instance redis-kill mariadb-freeze redis-latency"
 else
 	OUTAGE=${CHAOS_OUTAGE:-10}
 	GOODPUT=${CHAOS_GOODPUT:-0.90}
 	SHED_P99=${CHAOS_SHED_P99:-50ms}
 	LIGHT_P99=${CHAOS_LIGHT_P99:-20ms}
-	EXPERIMENTS=${CHAOS_EXPERIMENTS:-overload kill-instance redis-kill mariadb-kill mariadb-freeze redis-latency sentinel}
+	default="overload kill-instance redis-kill mariadb-kill mariadb-freeze redis-latency sentinel"
 fi
+[[ $MODE == async ]] && default=${default#overload }
+EXPERIMENTS=${CHAOS_EXPERIMENTS:-$default}
+if [[ $MODE == async && " $EXPERIMENTS " == *" overload "* ]]; then
+	echo "chaos: overload is a MODE=sync experiment: 3× the asynchronous admission's capacity is more than a client on the same cores can offer (docs/chaos.md, \"The asynchronous mode\")" >&2
+	exit 1
+fi
+# The Redis the verdict reads the asynchronous books from: toxiproxy's, or the Sentinel group's
+# new primary (exp_sentinel).
+VERDICT_REDIS=127.0.0.1:$PROXY_PORT
 
 log() { printf 'chaos: %s\n' "$*" >&2; }
 die() {
@@ -123,8 +154,14 @@ wait_until() { # wait_until SECONDS COMMAND...: poll every 50 ms
 
 redis_up() { [[ $(redis-cli -h 127.0.0.1 -p "$PROXY_PORT" ping 2>/dev/null) == PONG ]]; }
 
+# The asynchronous mode's Redis holds the orders admitted and not yet written: it keeps an
+# append-only file, fsynced before every reply (appendfsync always), so that a SIGKILL loses no
+# order a 202 was answered for. The synchronous mode's keeps nothing (a lock lost with it is the
+# experiment).
 start_redis() {
-	nohup redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+	local aof=(--appendonly no)
+	[[ $MODE == async ]] && aof=(--appendonly yes --appendfsync always)
+	nohup redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" "${aof[@]}" \
 		--dir "$RUN/redis" >>"$RUN/redis/redis.log" 2>&1 </dev/null &
 	echo $! >"$RUN/redis.pid"
 }
@@ -234,7 +271,9 @@ check() { # check NAME ARGS...: judge, print, remember
 	local name=$1 rc=0
 	shift
 	sleep 1.5 # nginx's access log and the instances' counters settle
-	bin/harness chaos-check -experiment "$name" -dir "$RUN/$name" -events "$RUN/$name/events" -dsn "$DSN" \
+	local async=()
+	[[ $MODE == async ]] && async=(-redis "$VERDICT_REDIS" -url "$URL")
+	bin/harness chaos-check -experiment "$name" -order-mode "$MODE" "${async[@]}" -dir "$RUN/$name" -events "$RUN/$name/events" -dsn "$DSN" \
 		-instances-file "$CLUSTER_RUN_DIR/instances" -nginx-log "${NGINX_LOG:-$CLUSTER_RUN_DIR/nginx/logs/access.log}" \
 		-nginx-error-log "$CLUSTER_RUN_DIR/nginx/logs/error.log" -instance-logs "$CLUSTER_RUN_DIR/seckill-*.log" "$@" |
 		tee "$RUN/$name/result.txt" || rc=$?
@@ -295,7 +334,9 @@ exp_kill_instance() {
 }
 
 exp_redis_kill() {
-	log "redis-kill: 50 users/s retrying, for $((OUTAGE + 14))s; Redis killed at 5 s for ${OUTAGE}s, restarted empty"
+	local back="restarted empty"
+	[[ $MODE == async ]] && back="restarted from its append-only file"
+	log "redis-kill: 50 users/s retrying, for $((OUTAGE + 14))s; Redis killed at 5 s for ${OUTAGE}s, $back"
 	load redis-kill -mode open -rate 50 -duration "$((OUTAGE + 14))s"
 	sleep 5
 	signal redis KILL redis-server
@@ -392,7 +433,7 @@ exp_sentinel() {
 	cat "$RUN/sentinel/failover.txt"
 	((rc == 0)) || die "scripts/services.sh failover failed"
 	wait_load sentinel
-	check sentinel
+	VERDICT_REDIS=127.0.0.1:${sp[1]} check sentinel
 	scripts/cluster.sh down
 	scripts/services.sh down sentinel
 	scripts/cluster.sh up
@@ -411,7 +452,7 @@ scripts/cluster.sh down >/dev/null 2>&1 || true
 trap teardown EXIT
 trap 'exit 130' INT TERM
 started=$(date +%s)
-echo "== chaos: $(nproc) cores, $(uptime | sed 's/.*load average/load average/'), experiments: $EXPERIMENTS"
+echo "== chaos: MODE=$MODE, $(nproc) cores, $(uptime | sed 's/.*load average/load average/'), experiments: $EXPERIMENTS"
 stores_up
 scripts/cluster.sh up
 for e in $EXPERIMENTS; do

@@ -17,7 +17,15 @@ import (
 type chaosCheck struct {
 	w      io.Writer
 	failed []string
+	// placed is the code of an answer that placed an order in the run's mode: codeCreated
+	// (201) in the synchronous mode, codeAdmitted (202) in the asynchronous one. An answer of
+	// the other mode's code counts as neither, so a run against instances in the wrong mode
+	// fails its checks instead of passing them.
+	placed string
 }
+
+// ordered reports whether a placed an order in the run's mode.
+func (c *chaosCheck) ordered(a attempt) bool { return a.Code == c.placed }
 
 // threshold prints one measured figure against what it must be, and remembers a failure.
 func (c *chaosCheck) threshold(name, want, got string, ok bool) {
@@ -33,10 +41,15 @@ func (c *chaosCheck) figure(format string, a ...any) { fmt.Fprintf(c.w, "  "+for
 
 type chaosFlags struct {
 	experiment, dir, capacityDir, events, dsn, instancesFile, nginxLog, nginxErrorLog, instanceLogs string
-	bound, recovery, overloadP99, lightP99Floor                                                     time.Duration
+	orderMode                                                                                       string
+	bound, recovery, overloadP99, lightP99Floor, writtenAfter                                       time.Duration
 	goroutines                                                                                      float64
 	rateFactor, goodput                                                                             float64
+	async                                                                                           asyncVerify
 }
+
+// asyncMode reports whether the instances ran SECKILL_ORDER_MODE=async.
+func (f chaosFlags) asyncMode() bool { return f.orderMode == "async" }
 
 func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chaos-check", flag.ContinueOnError)
@@ -51,6 +64,11 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fs.StringVar(&f.nginxLog, "nginx-log", "", "nginx access log in scripts/cluster.sh's chaos format")
 	fs.StringVar(&f.nginxErrorLog, "nginx-error-log", "", "nginx error log (dropped connections)")
 	fs.StringVar(&f.instanceLogs, "instance-logs", "", "glob of the instances' logs (primary-key clashes)")
+	fs.StringVar(&f.orderMode, "order-mode", "sync", "the instances' SECKILL_ORDER_MODE: sync (an order is a 201) or async (a 202; the verdict waits for the writers and adds the asynchronous checks)")
+	fs.StringVar(&f.async.redisAddr, "redis", "", "async: the instances' Redis (the books, the streams, the dead letters); needed with -dsn")
+	fs.StringVar(&f.async.url, "url", "", "async: where to ask GET /api/orders/{id} for every accepted order (nginx); empty: not asked")
+	fs.DurationVar(&f.async.drainTimeout, "drain-timeout", 60*time.Second, "async: how long the writers may take to write every accepted order")
+	fs.DurationVar(&f.writtenAfter, "written-after", 10*time.Second, "async, a MariaDB fault: the backlog is back to its level before the fault within this after the store answers again")
 	fs.DurationVar(&f.bound, "bound", 3*time.Second, "a store that is down or frozen is answered 503 within this")
 	fs.DurationVar(&f.recovery, "recovery", time.Second, "the first order after a store is back succeeds within this")
 	fs.DurationVar(&f.overloadP99, "overload-p99", 50*time.Millisecond, "p99 latency of the 503 overloaded answers")
@@ -61,6 +79,21 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	timeout := stepTimeout(fs, "the SQL verdict's database reads and the instances' /metrics")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	c := &chaosCheck{w: stdout, placed: codeCreated}
+	switch f.orderMode {
+	case "sync":
+	case "async":
+		c.placed = codeAdmitted
+		f.async.killedHolding = -1
+		if f.dsn != "" && f.async.redisAddr == "" {
+			return errors.New("chaos-check: -order-mode async with -dsn needs -redis: the verdict reads the books there")
+		}
+		if *timeout <= f.async.drainTimeout {
+			return fmt.Errorf("chaos-check: -timeout %s must exceed -drain-timeout %s: the drain is one of its waits", *timeout, f.async.drainTimeout)
+		}
+	default:
+		return fmt.Errorf("chaos-check: -order-mode %q: want sync or async", f.orderMode)
 	}
 	// Every wait below has this deadline, besides the bounds of its own (the DSN's timeouts, a
 	// scrape's).
@@ -73,7 +106,6 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return fmt.Errorf("chaos-check: -dsn: %w", err)
 		}
 	}
-	c := &chaosCheck{w: stdout}
 	as, err := readAttempts(filepath.Join(f.dir, "requests.csv"))
 	if err != nil {
 		return err
@@ -91,7 +123,7 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case "redis-kill", "mariadb-kill", "mariadb-freeze", "sentinel":
 		err = checkStoreOutage(c, f, as, ev)
 	case "redis-latency":
-		err = checkRedisLatency(c, as, ev)
+		err = checkRedisLatency(c, f, as, ev)
 	case "overload":
 		err = checkOverload(c, f, as)
 	default:
@@ -101,7 +133,7 @@ func runChaosCheck(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	if f.dsn != "" {
-		ok, err := chaosVerdict(ctx, stdout, f, wait, as)
+		ok, err := chaosVerdict(ctx, stdout, c, f, wait, as)
 		if err != nil {
 			return err
 		}
@@ -132,8 +164,9 @@ func describeAttempts(as []attempt) string {
 	return fmt.Sprintf("%d users, %d requests: %s", len(users), len(as), formatCounts(byCode))
 }
 
-// ordersPerSec is the rate of 201s of phase: created answers over the time their requests arrived.
-func ordersPerSec(as []attempt, phase string) (rate float64, created int, window time.Duration) {
+// ordersPerSec is the rate of the orders placed in phase (placed: the mode's code) over the time
+// their requests arrived.
+func ordersPerSec(as []attempt, phase, placed string) (rate float64, created int, window time.Duration) {
 	var first, last time.Time
 	for _, a := range as {
 		if a.Phase != phase {
@@ -145,7 +178,7 @@ func ordersPerSec(as []attempt, phase string) (rate float64, created int, window
 		if a.End.After(last) {
 			last = a.End
 		}
-		if a.Code == codeCreated {
+		if a.Code == placed {
 			created++
 		}
 	}
@@ -157,10 +190,10 @@ func ordersPerSec(as []attempt, phase string) (rate float64, created int, window
 }
 
 func checkCapacity(c *chaosCheck, f chaosFlags, as []attempt) error {
-	rate, created, window := ordersPerSec(as, phaseMain)
-	lat := latencies(as, func(a attempt) bool { return a.Code == codeCreated })
-	c.figure("capacity (closed loop): %d orders in %.1f s = %.1f orders/s; 201 latency p50 %s p99 %s",
-		created, window.Seconds(), rate, ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
+	rate, created, window := ordersPerSec(as, phaseMain, c.placed)
+	lat := latencies(as, c.ordered)
+	c.figure("capacity (closed loop): %d orders in %.1f s = %.1f orders/s; %s latency p50 %s p99 %s",
+		created, window.Seconds(), rate, statusOf(c.placed), ms(pct(lat, 0.5)), ms(pct(lat, 0.99)))
 	if rate <= 0 {
 		return errors.New("chaos-check: capacity: no orders")
 	}
@@ -169,11 +202,12 @@ func checkCapacity(c *chaosCheck, f chaosFlags, as []attempt) error {
 	return os.WriteFile(filepath.Join(f.dir, "rate.txt"), fmt.Appendf(nil, "%.0f\n%.3f\n", open, rate), 0o644)
 }
 
-// unserved counts the users that never got an order (a 201 or a 409 already_ordered).
-func unserved(as []attempt) (users, without int) {
+// unserved counts the users that never got an order (an answer of code placed, or a 409
+// already_ordered).
+func unserved(as []attempt, placed string) (users, without int) {
 	served := map[int64]bool{}
 	for _, a := range as {
-		served[a.User] = served[a.User] || a.Code == codeCreated || a.Code == "already_ordered"
+		served[a.User] = served[a.User] || a.Code == placed || a.Code == "already_ordered"
 	}
 	for _, ok := range served {
 		if !ok {
@@ -184,7 +218,7 @@ func unserved(as []attempt) (users, without int) {
 }
 
 func checkUnserved(c *chaosCheck, as []attempt) {
-	users, without := unserved(as)
+	users, without := unserved(as, c.placed)
 	c.threshold("users who retried until served, without an order", "0", fmt.Sprintf("%d of %d", without, users), without == 0)
 }
 
@@ -212,7 +246,9 @@ func readNginxLog(path string) (nginxFacts, error) {
 }
 
 // checkStoreOutage judges a store killed or frozen between the events fault_start and
-// fault_end, answering again at store_up.
+// fault_end, answering again at store_up. An order needs every store in the synchronous mode,
+// and Redis alone in the asynchronous one: there a MariaDB fault is judged by
+// checkAdmittedThrough instead.
 func checkStoreOutage(c *chaosCheck, f chaosFlags, as []attempt, ev map[string]time.Time) error {
 	start, end, up := ev["fault_start"], ev["fault_end"], ev["store_up"]
 	if start.IsZero() || end.IsZero() || up.IsZero() {
@@ -220,34 +256,22 @@ func checkStoreOutage(c *chaosCheck, f chaosFlags, as []attempt, ev map[string]t
 	}
 	c.figure("fault %s → %s (%.1f s); store answering %.2f s after fault_end", clock(start), clock(end), end.Sub(start).Seconds(), up.Sub(end).Seconds())
 	printTimeline(c, as, start.Add(-2*time.Second), up.Add(3*time.Second), start, up)
+	if f.asyncMode() && strings.HasPrefix(f.experiment, "mariadb-") {
+		return checkAdmittedThrough(c, f, as, start, end, up)
+	}
 	// Answered while the store was away: every one a 503. With Sentinel the end of the fault is
 	// when a poll of the sentinels sees the switch, which the service's failover client (told
-	// by +switch-master) may beat: a 201 then is the service back early, not a fault.
-	allowed := func(a attempt) bool { return a.Status == 503 || (f.experiment == "sentinel" && a.Code == codeCreated) }
-	var during, not503 int
-	other := map[string]int{}
-	var worst time.Duration
-	for _, a := range as {
-		if !a.Start.Before(start) && a.End.Before(end) {
-			during++
-			if !allowed(a) {
-				not503++
-				other[a.Code]++
-			}
-		}
-		// Anything in flight while the store was away is answered within the bound.
-		if a.End.After(start) && a.Start.Before(end) {
-			worst = max(worst, a.latency())
-		}
-	}
+	// by +switch-master) may beat: an order then is the service back early, not a fault.
+	allowed := func(a attempt) bool { return a.Status == 503 || (f.experiment == "sentinel" && c.ordered(a)) }
+	during, not503, other, worst := duringFault(as, start, end, allowed)
 	c.threshold("requests answered during the fault", "> 0", fmt.Sprint(during), during > 0)
 	name := "of those, answers other than 503"
 	if f.experiment == "sentinel" {
-		name += " (or 201 on the new primary)"
+		name += " (or " + statusOf(c.placed) + " on the new primary)"
 	}
 	c.threshold(name, "0", fmt.Sprintf("%d %s", not503, formatCounts(other)), not503 == 0)
 	c.threshold("slowest answer to a request in flight during the fault", "<= "+f.bound.String(), ms(worst), worst <= f.bound)
-	rec, ok := recoveryAfter(as, up)
+	rec, ok := recoveryAfter(as, up, c.placed)
 	c.threshold("first order after the store answers again", "<= "+f.recovery.String(), recString(rec, ok), ok && rec <= f.recovery)
 	peak := peakGoroutines(c, f)
 	c.threshold("go_goroutines of an instance, peak", fmt.Sprintf("<= %.0f", f.goroutines), fmt.Sprintf("%.0f", peak), peak <= f.goroutines)
@@ -262,6 +286,108 @@ func checkStoreOutage(c *chaosCheck, f chaosFlags, as []attempt, ev map[string]t
 	return nil
 }
 
+// duringFault counts the requests sent and answered between start and end, and those of them
+// whose answer allowed refuses, by code; worst is the slowest answer to a request in flight at
+// any moment of the fault, which must come within the bound.
+func duringFault(as []attempt, start, end time.Time, allowed func(attempt) bool) (during, refused int, codes map[string]int, worst time.Duration) {
+	codes = map[string]int{}
+	for _, a := range as {
+		if !a.Start.Before(start) && a.End.Before(end) {
+			during++
+			if !allowed(a) {
+				refused++
+				codes[a.Code]++
+			}
+		}
+		if a.End.After(start) && a.Start.Before(end) {
+			worst = max(worst, a.latency())
+		}
+	}
+	return during, refused, codes, worst
+}
+
+// statusOf is the HTTP status of an order placed with code placed, as the thresholds name it.
+func statusOf(placed string) string {
+	if placed == codeAdmitted {
+		return "202"
+	}
+	return "201"
+}
+
+// checkAdmittedThrough judges a MariaDB fault in the asynchronous mode: admission is one Redis
+// script, so the orders go on being admitted (202) while the database is away, they wait in
+// the stream (the backlog rises: otherwise the fault tested nothing), and the writers write
+// them once it is back (the backlog falls to where it was before the fault within
+// -written-after; the verdict then requires every 202 to be one row).
+func checkAdmittedThrough(c *chaosCheck, f chaosFlags, as []attempt, start, end, up time.Time) error {
+	during, other, codes, worst := duringFault(as, start, end, c.ordered)
+	c.threshold("requests answered during the fault", "> 0", fmt.Sprint(during), during > 0)
+	c.threshold("of those, answers other than 202 (admission needs Redis alone)", "0", fmt.Sprintf("%d %s", other, formatCounts(codes)), other == 0)
+	c.threshold("slowest answer to a request in flight during the fault", "<= "+f.bound.String(), ms(worst), worst <= f.bound)
+	ws, err := readWatch(filepath.Join(f.dir, "watch.csv"))
+	if err != nil {
+		return err
+	}
+	b := backlogAround(ws, start, end, up)
+	c.figure("backlog (%s, refreshed once a second, read every 250 ms): %.0f before the fault, peak %.0f during it",
+		"seckill_async_backlog", b.before, b.peak)
+	c.threshold("backlog during the fault above its level before (the orders waited)", fmt.Sprintf("> %.0f", b.before), fmt.Sprintf("%.0f", b.peak), b.peak > b.before)
+	got := "not within the run"
+	if b.writtenOK {
+		got = ms(b.written)
+	}
+	c.threshold("backlog back to its level before, after the store answers again", "<= "+f.writtenAfter.String(), got, b.writtenOK && b.written <= f.writtenAfter)
+	peak := peakGoroutines(c, f)
+	c.threshold("go_goroutines of an instance, peak", fmt.Sprintf("<= %.0f", f.goroutines), fmt.Sprintf("%.0f", peak), peak <= f.goroutines)
+	checkUnserved(c, as)
+	return nil
+}
+
+// backlog is what the instances' backlog gauge read around a fault.
+type backlog struct {
+	before, peak float64       // the most any instance read in the 2 s before the fault; during it
+	written      time.Duration // after the store answered, until every instance read at most before
+	writtenOK    bool
+}
+
+// backlogAround reads the backlog gauge from the samples: the level before start, the peak
+// between start and end, and how long after up every instance had read the level before again
+// (all instances read one Redis: their readings differ only by when each refreshed).
+func backlogAround(ws []watchSample, start, end, up time.Time) backlog {
+	var b backlog
+	for _, s := range ws {
+		switch {
+		case s.Err:
+		case s.T.Before(start) && !s.T.Before(start.Add(-2*time.Second)):
+			b.before = max(b.before, s.Backlog)
+		case !s.T.Before(start) && s.T.Before(end):
+			b.peak = max(b.peak, s.Backlog)
+		}
+	}
+	back := map[int]time.Time{} // each instance's first reading from up on at the level before
+	instances := map[int]bool{}
+	for _, s := range ws {
+		if s.Err {
+			continue
+		}
+		instances[s.Instance] = true
+		if _, done := back[s.Instance]; !done && !s.T.Before(up) && s.Backlog <= b.before {
+			back[s.Instance] = s.T
+		}
+	}
+	if len(instances) == 0 || len(back) < len(instances) {
+		return b
+	}
+	var last time.Time
+	for _, t := range back {
+		if t.After(last) {
+			last = t
+		}
+	}
+	b.written, b.writtenOK = last.Sub(up), true
+	return b
+}
+
 func recString(d time.Duration, ok bool) string {
 	if !ok {
 		return "no order after it"
@@ -269,11 +395,12 @@ func recString(d time.Duration, ok bool) string {
 	return ms(d)
 }
 
-// recoveryAfter is how long after t the first request that started after t was answered 201.
-func recoveryAfter(as []attempt, t time.Time) (time.Duration, bool) {
+// recoveryAfter is how long after t the first request that started after t placed an order
+// (an answer of code placed).
+func recoveryAfter(as []attempt, t time.Time, placed string) (time.Duration, bool) {
 	var first time.Time
 	for _, a := range as {
-		if a.Code == codeCreated && !a.Start.Before(t) && (first.IsZero() || a.End.Before(first)) {
+		if a.Code == placed && !a.Start.Before(t) && (first.IsZero() || a.End.Before(first)) {
 			first = a.End
 		}
 	}
@@ -321,8 +448,10 @@ func countInLogs(glob, needle string) (int, error) {
 }
 
 // checkRedisLatency judges Redis replies slowed down by toxiproxy with spikes between the
-// events spike1_start … spikeN_end.
-func checkRedisLatency(c *chaosCheck, as []attempt, ev map[string]time.Time) error {
+// events spike1_start … spikeN_end. In the synchronous mode the danger after a spike is a
+// stranded lock (order_in_progress); the asynchronous mode takes no lock, and there the
+// requests after the spikes must simply be served (no 503).
+func checkRedisLatency(c *chaosCheck, f chaosFlags, as []attempt, ev map[string]time.Time) error {
 	var lastEnd time.Time
 	for i := 1; ; i++ {
 		s, e := ev[fmt.Sprintf("spike%d_start", i)], ev[fmt.Sprintf("spike%d_end", i)]
@@ -342,7 +471,7 @@ func checkRedisLatency(c *chaosCheck, as []attempt, ev map[string]time.Time) err
 		}
 	}
 	printTimeline(c, as, first, lastEnd.Add(5*time.Second), ev["spike1_start"], lastEnd)
-	var inProgress, inProgressAfter, after int
+	var inProgress, inProgressAfter, unavailableAfter, after int
 	settle := lastEnd.Add(time.Second)
 	for _, a := range as {
 		if a.Code == "order_in_progress" {
@@ -353,11 +482,18 @@ func checkRedisLatency(c *chaosCheck, as []attempt, ev map[string]time.Time) err
 			if a.Code == "order_in_progress" {
 				inProgressAfter++
 			}
+			if a.Status == 503 {
+				unavailableAfter++
+			}
 		}
 	}
-	c.figure("order_in_progress answers over the whole run: %d (each user has one request at a time: another attempt's lock still held)", inProgress)
 	c.threshold("requests started > 1 s after the last spike", "> 0", fmt.Sprint(after), after > 0)
-	c.threshold("of those, order_in_progress (a stranded lock)", "0", fmt.Sprint(inProgressAfter), inProgressAfter == 0)
+	if f.asyncMode() {
+		c.threshold("of those, 503 answers (the admission not back)", "0", fmt.Sprint(unavailableAfter), unavailableAfter == 0)
+	} else {
+		c.figure("order_in_progress answers over the whole run: %d (each user has one request at a time: another attempt's lock still held)", inProgress)
+		c.threshold("of those, order_in_progress (a stranded lock)", "0", fmt.Sprint(inProgressAfter), inProgressAfter == 0)
+	}
 	checkUnserved(c, as)
 	return nil
 }
@@ -374,12 +510,12 @@ func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
 		if err != nil {
 			return err
 		}
-		r, _, _ := ordersPerSec(capAs, phaseMain)
+		r, _, _ := ordersPerSec(capAs, phaseMain, c.placed)
 		capacity += r / float64(len(dirs))
 		runs = append(runs, fmt.Sprintf("%s %.1f", filepath.Base(dir), r))
 	}
 	c.figure("capacity: %.1f orders/s, the mean of the closed-loop runs (%s orders/s)", capacity, strings.Join(runs, ", "))
-	rate, created, window := ordersPerSec(as, phaseMain)
+	rate, created, window := ordersPerSec(as, phaseMain, c.placed)
 	var requests int
 	byCode := map[string]int{}
 	for _, a := range as {
@@ -391,8 +527,8 @@ func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
 	c.figure("offered %d requests in %.1f s (%.0f/s = %.1f × capacity %.1f orders/s): %s",
 		requests, window.Seconds(), float64(requests)/window.Seconds(), float64(requests)/window.Seconds()/capacity, capacity, formatCounts(byCode))
 	c.threshold("goodput (orders/s) / capacity", fmt.Sprintf(">= %.2f", f.goodput), fmt.Sprintf("%.2f (%d orders, %.1f/s)", rate/capacity, created, rate), rate >= f.goodput*capacity)
-	rest := requests - byCode[codeCreated] - byCode["overloaded"]
-	c.threshold("answers neither 201 nor 503 overloaded", "0", fmt.Sprint(rest), rest == 0)
+	rest := requests - byCode[c.placed] - byCode["overloaded"]
+	c.threshold("answers neither "+statusOf(c.placed)+" nor 503 overloaded", "0", fmt.Sprint(rest), rest == 0)
 	ol := latencies(as, func(a attempt) bool { return a.Phase == phaseMain && a.Code == "overloaded" })
 	c.threshold("503 overloaded latency p99", "<= "+ms(f.overloadP99), fmt.Sprintf("%s (p50 %s, n=%d)", ms(pct(ol, 0.99)), ms(pct(ol, 0.5)), len(ol)), len(ol) > 0 && pct(ol, 0.99) <= f.overloadP99)
 	all := func(code string) int {
@@ -422,7 +558,7 @@ func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
 		c.threshold("nginx: 'worker_connections are not enough'", "0", fmt.Sprint(n), n == 0)
 	}
 	// Normal latency: the light head phase; after the load, the tail phase from 1 s on.
-	head := latencies(as, func(a attempt) bool { return a.Phase == phaseHead && a.Code == codeCreated })
+	head := latencies(as, func(a attempt) bool { return a.Phase == phaseHead && c.ordered(a) })
 	var mainEnd time.Time
 	for _, a := range as {
 		if a.Phase == phaseMain && a.Start.After(mainEnd) {
@@ -435,15 +571,15 @@ func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
 	for _, a := range as {
 		if a.Phase == phaseTail && !a.Start.Before(settled) {
 			tail = append(tail, a.latency())
-			if a.Code != codeCreated {
+			if !c.ordered(a) {
 				tailOther++
 			}
 		}
 	}
 	slices.Sort(tail)
 	normal := max(2*pct(head, 0.99), f.lightP99Floor)
-	c.figure("normal latency (light load before): 201 p50 %s p99 %s", ms(pct(head, 0.5)), ms(pct(head, 0.99)))
-	c.threshold("light load from 1 s after: answers other than 201", "0", fmt.Sprintf("%d of %d", tailOther, len(tail)), len(tail) > 0 && tailOther == 0)
+	c.figure("normal latency (light load before): %s p50 %s p99 %s", statusOf(c.placed), ms(pct(head, 0.5)), ms(pct(head, 0.99)))
+	c.threshold("light load from 1 s after: answers other than "+statusOf(c.placed), "0", fmt.Sprintf("%d of %d", tailOther, len(tail)), len(tail) > 0 && tailOther == 0)
 	c.threshold("light load from 1 s after: p99 (2 × normal p99, >= "+ms(f.lightP99Floor)+")", "<= "+ms(normal), ms(pct(tail, 0.99)), len(tail) > 0 && pct(tail, 0.99) <= normal)
 	return nil
 }
@@ -475,8 +611,8 @@ func clock(t time.Time) string { return t.UTC().Format("15:04:05.000") }
 
 // printTimeline prints one line per second of [from, to): the answers by the second they came.
 func printTimeline(c *chaosCheck, as []attempt, from, to, mark1, mark2 time.Time) {
-	cols := []string{codeCreated, "already_ordered", "unavailable", "overloaded", "order_in_progress"}
-	c.figure("%-14s %8s %8s %8s %8s %8s %8s  %s", "second (UTC)", "201", "409 ao", "503 unav", "503 over", "409 inpr", "other", "max latency")
+	cols := []string{c.placed, "already_ordered", "unavailable", "overloaded", "order_in_progress"}
+	c.figure("%-14s %8s %8s %8s %8s %8s %8s  %s", "second (UTC)", statusOf(c.placed), "409 ao", "503 unav", "503 over", "409 inpr", "other", "max latency")
 	from = from.Truncate(time.Second)
 	for t := from; t.Before(to); t = t.Add(time.Second) {
 		counts := map[string]int{}

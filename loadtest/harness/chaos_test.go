@@ -46,6 +46,8 @@ func TestClassifyAnswer(t *testing.T) {
 		code, order string
 	}{
 		{201, `{"orderId":"7312123456789012345"}`, "created", "7312123456789012345"},
+		{202, `{"orderId":"7312123456789012346","status":"pending"}`, "admitted", "7312123456789012346"},
+		{202, `{}`, "http_202", ""},
 		{409, `{"error":{"code":"already_ordered","message":"x"}}`, "already_ordered", ""},
 		{409, `{"error":{"code":"already_ordered","orderId":"42"}}`, "already_ordered", "42"},
 		{503, `{"error":{"code":"overloaded"}}`, "overloaded", ""},
@@ -65,6 +67,7 @@ func TestAttemptFinal(t *testing.T) {
 		want bool
 	}{
 		{attempt{Status: 201, Code: codeCreated}, true},
+		{attempt{Status: 202, Code: codeAdmitted}, true},
 		{attempt{Status: 409, Code: "already_ordered"}, true},
 		{attempt{Status: 409, Code: "sold_out"}, true},
 		{attempt{Status: 409, Code: "order_in_progress"}, false},
@@ -84,11 +87,22 @@ func TestUnservedAndLostReplies(t *testing.T) {
 		{User: 4, N: 1, Status: 201, Code: codeCreated, OrderID: "44"}, {User: 4, N: 1, Status: 409, Code: "already_ordered"}, // a storm
 		{User: 5, N: 1, Status: 409, Code: "already_ordered"}, // lost nothing: its order is nobody's answer
 	}
-	users, without := unserved(as)
+	users, without := unserved(as, codeCreated)
 	assert.Equal(t, 5, users)
 	assert.Equal(t, 1, without)
 	_, unnamed := knownOrders(as)
 	assert.Equal(t, []int64{2}, unnamed)
+
+	// The asynchronous mode's 202 serves its user; a 201 there is an answer of the wrong mode.
+	async := []attempt{
+		{User: 1, N: 1, Status: 503, Code: "unavailable"}, {User: 1, N: 2, Status: 202, Code: codeAdmitted, OrderID: "11"},
+		{User: 2, N: 1, Status: 201, Code: codeCreated, OrderID: "21"},
+	}
+	users, without = unserved(async, codeAdmitted)
+	assert.Equal(t, 2, users)
+	assert.Equal(t, 1, without, "the 201 in an asynchronous run")
+	known, _ := knownOrders(async)
+	assert.Equal(t, []knownOrder{{ID: "11", User: 1}, {ID: "21", User: 2}}, known, "orders.log lists every order a user was told of")
 }
 
 func TestRecoveryAfter(t *testing.T) {
@@ -102,11 +116,13 @@ func TestRecoveryAfter(t *testing.T) {
 		at(0.3, 0.9, codeCreated),
 		at(0.4, 0.6, codeCreated),
 	}
-	d, ok := recoveryAfter(as, t0)
+	d, ok := recoveryAfter(as, t0, codeCreated)
 	require.True(t, ok)
 	assert.Equal(t, 600*time.Millisecond, d)
-	_, ok = recoveryAfter(as[:2], t0)
+	_, ok = recoveryAfter(as[:2], t0, codeCreated)
 	assert.False(t, ok)
+	_, ok = recoveryAfter(as, t0, codeAdmitted)
+	assert.False(t, ok, "201s do not end an asynchronous run's outage")
 }
 
 func TestParseAttemptsRoundTrip(t *testing.T) {
@@ -214,10 +230,105 @@ func TestOverloadLightLoadFloor(t *testing.T) {
 		floor time.Duration
 		fails bool
 	}{{20 * time.Millisecond, true}, {250 * time.Millisecond, false}} {
-		c := &chaosCheck{w: io.Discard}
+		c := &chaosCheck{w: io.Discard, placed: codeCreated}
 		f := chaosFlags{capacityDir: capDir, goodput: 0.1, overloadP99: time.Second, lightP99Floor: tc.floor}
 		require.NoError(t, checkOverload(c, f, as))
 		failed := slices.ContainsFunc(c.failed, func(s string) bool { return strings.HasPrefix(s, name) })
 		assert.Equal(t, tc.fails, failed, "floor %s: failed %v", tc.floor, c.failed)
+	}
+}
+
+// TestAsyncMariaDBOutage: in the asynchronous mode a MariaDB fault is judged by what admission
+// and the writers do with it: every request during the fault admitted (202), the backlog above
+// its level before the fault (the orders waited: otherwise the fault tested nothing), and back
+// to that level within -written-after of the store's return. Each way of failing fails its
+// own threshold and only that one.
+func TestAsyncMariaDBOutage(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	start, end := t0.Add(5*time.Second), t0.Add(15*time.Second)
+	up := end.Add(500 * time.Millisecond)
+	sec := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	attempts := func(during string) []attempt {
+		var as []attempt
+		for i := range 200 { // 10 a second for 20 s, each a new user
+			s := sec(float64(i) / 10)
+			code, status := codeAdmitted, 202
+			if !s.Before(start) && s.Before(end) && during != codeAdmitted {
+				code, status = during, 503
+			}
+			as = append(as, attempt{Start: s, End: s.Add(2 * time.Millisecond), Phase: phaseMain, User: int64(i + 1), N: 1, Status: status, Code: code})
+			if status == 503 { // the client retries after the fault
+				as = append(as, attempt{Start: up.Add(time.Second), End: up.Add(time.Second + time.Millisecond), Phase: phaseMain, User: int64(i + 1), N: 2, Status: 202, Code: codeAdmitted})
+			}
+		}
+		return as
+	}
+	// backlog(s) is the gauge both instances read at s seconds in.
+	type gauge func(s float64) float64
+	rising := func(s float64) float64 {
+		switch {
+		case sec(s).Before(start):
+			return 0
+		case sec(s).Before(up.Add(2 * time.Second)):
+			return 10 * (s - 5)
+		}
+		return 0
+	}
+	flat := func(float64) float64 { return 0 }
+	stuck := func(s float64) float64 { return max(0, 10*(s-5)) }
+	for _, tc := range []struct {
+		name    string
+		during  string
+		backlog gauge
+		fails   []string
+	}{
+		{"admitted through, written after", codeAdmitted, rising, nil},
+		{"refused during the fault", "unavailable", rising, []string{"of those, answers other than 202"}},
+		{"nothing waited", codeAdmitted, flat, []string{"backlog during the fault above"}},
+		{"never written", codeAdmitted, stuck, []string{"backlog back to its level before"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var w strings.Builder
+			for i := range 80 { // every 250 ms for 20 s
+				s := float64(i) / 4
+				for inst := 1; inst <= 2; inst++ {
+					fmt.Fprintf(&w, "%d,%d,40,30,%g,false\n", sec(s).UnixNano(), inst, tc.backlog(s))
+				}
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "watch.csv"), []byte(w.String()), 0o644))
+			var out strings.Builder
+			c := &chaosCheck{w: &out, placed: codeAdmitted}
+			f := chaosFlags{experiment: "mariadb-kill", orderMode: "async", dir: dir, bound: 3 * time.Second, writtenAfter: 10 * time.Second, goroutines: 500}
+			ev := map[string]time.Time{"fault_start": start, "fault_end": end, "store_up": up}
+			require.NoError(t, checkStoreOutage(c, f, attempts(tc.during), ev))
+			require.Len(t, c.failed, len(tc.fails), "failed %q\n%s", c.failed, out.String())
+			for i, prefix := range tc.fails {
+				assert.True(t, strings.HasPrefix(c.failed[i], prefix), "failed %q, want %q", c.failed[i], prefix)
+			}
+		})
+	}
+}
+
+// TestAsyncRedisLatency: after Redis's latency spikes the asynchronous mode, which takes no
+// lock, must serve the requests again; a 503 after the last spike fails, a 503 during one
+// does not.
+func TestAsyncRedisLatency(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ev := map[string]time.Time{"spike1_start": t0.Add(5 * time.Second), "spike1_end": t0.Add(9 * time.Second)}
+	at := func(s float64, status int, code string, user int64) attempt {
+		st := t0.Add(time.Duration(s * float64(time.Second)))
+		return attempt{Start: st, End: st.Add(5 * time.Millisecond), Phase: phaseMain, User: user, N: 1, Status: status, Code: code}
+	}
+	served := []attempt{at(1, 202, codeAdmitted, 1), at(6, 503, "unavailable", 2), at(11, 202, codeAdmitted, 2), at(12, 202, codeAdmitted, 3)}
+	notBack := append(slices.Clone(served), at(13, 503, "unavailable", 4), at(14, 202, codeAdmitted, 4))
+	for _, tc := range []struct {
+		name  string
+		as    []attempt
+		fails int
+	}{{"served after", served, 0}, {"a 503 after the last spike", notBack, 1}} {
+		c := &chaosCheck{w: io.Discard, placed: codeAdmitted}
+		require.NoError(t, checkRedisLatency(c, chaosFlags{orderMode: "async"}, tc.as, ev))
+		assert.Len(t, c.failed, tc.fails, "%s: %q", tc.name, c.failed)
 	}
 }

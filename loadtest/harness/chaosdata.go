@@ -55,17 +55,18 @@ func readWatch(path string) ([]watchSample, error) {
 			continue
 		}
 		p := strings.Split(line, ",")
-		if len(p) != 5 {
-			return nil, fmt.Errorf("watch line %d: want 5 fields", n+1)
+		if len(p) != 6 {
+			return nil, fmt.Errorf("watch line %d: want 6 fields", n+1)
 		}
 		t, err1 := strconv.ParseInt(p[0], 10, 64)
 		inst, err2 := strconv.Atoi(p[1])
 		g, err3 := strconv.ParseFloat(p[2], 64)
 		fds, err4 := strconv.ParseFloat(p[3], 64)
-		if err := firstErr(err1, err2, err3, err4); err != nil {
+		backlog, err5 := strconv.ParseFloat(p[4], 64)
+		if err := firstErr(err1, err2, err3, err4, err5); err != nil {
 			return nil, fmt.Errorf("watch line %d: %w", n+1, err)
 		}
-		ss = append(ss, watchSample{T: time.Unix(0, t), Instance: inst, Goroutines: g, OpenFDs: fds, Err: p[4] == "true"})
+		ss = append(ss, watchSample{T: time.Unix(0, t), Instance: inst, Goroutines: g, OpenFDs: fds, Backlog: backlog, Err: p[5] == "true"})
 	}
 	return ss, nil
 }

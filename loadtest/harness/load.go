@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seckill/seckill/internal/async"
 )
 
 // loadConfig is one run of the chaos experiments' load driver (`harness load`).
@@ -49,7 +51,8 @@ const (
 
 // Outcome codes that are not the service's error codes.
 const (
-	codeCreated   = "created"
+	codeCreated   = "created"    // 201: the synchronous mode placed the order
+	codeAdmitted  = "admitted"   // 202: the asynchronous mode admitted it, pending
 	codeConnError = "conn_error" // no HTTP answer: refused, reset, closed, or the client timeout
 )
 
@@ -66,6 +69,10 @@ type attempt struct {
 
 func (a attempt) latency() time.Duration { return a.End.Sub(a.Start) }
 
+// placed reports whether the answer gave the user a new order: a 201, or the asynchronous
+// mode's 202.
+func (a attempt) placed() bool { return a.Code == codeCreated || a.Code == codeAdmitted }
+
 // lost reports whether the client lost the answer: none at all, or a 5xx (nginx's 502 for an
 // instance that died with the order in hand, a 503 for an order that ran out of time), after
 // which the order may exist or not. The k6 script's lost() (loadtest/k6/seckill.js).
@@ -78,10 +85,10 @@ type knownOrder struct {
 }
 
 // knownOrders returns each order the client knows of, once, as the k6 script's settle decides
-// it: the id of every 201; and, for a user none of whose requests was answered 201 but one of
-// which was lost, the id its first 409 already_ordered carries (its lost 201's order). Only
-// then is a 409 taken for an order: an already_ordered given to a user who was never answered
-// 201 and lost nothing names an order nobody was told of, and the verdict must count its row
+// it: the id of every 201 (or 202 in the asynchronous mode); and, for a user none of whose
+// requests was answered so but one of which was lost, the id its first 409 already_ordered
+// carries (its lost answer's order). Only then is a 409 taken for an order: an already_ordered
+// given to a user who was never answered 201 or 202 and lost nothing names an order nobody was told of, and the verdict must count its row
 // as such, not as answered. unnamed lists the users in that case whose already_ordered carried
 // no id; their order is looked up by (user, voucher) (chaosVerdict).
 func knownOrders(as []attempt) (orders []knownOrder, unnamed []int64) {
@@ -100,7 +107,7 @@ func knownOrders(as []attempt) (orders []knownOrder, unnamed []int64) {
 			byArrival = append(byArrival, a.User)
 		}
 		switch {
-		case a.Code == codeCreated:
+		case a.placed():
 			u.created = true
 			if !logged[a.OrderID] {
 				logged[a.OrderID] = true
@@ -371,7 +378,7 @@ func (d *driver) order(ctx context.Context, vid int64, phase string, user int64,
 	return a
 }
 
-// classifyAnswer names an answer: "created", the service's error code, or http_<status> for
+// classifyAnswer names an answer: "created", "admitted", the service's error code, or http_<status> for
 // an answer that is not the service's JSON (a proxy's HTML page, or no body).
 func classifyAnswer(status int, body []byte) (code, orderID string) {
 	var v struct {
@@ -385,6 +392,8 @@ func classifyAnswer(status int, body []byte) (code, orderID string) {
 	switch {
 	case status == http.StatusCreated && ok && v.OrderID != "":
 		return codeCreated, v.OrderID
+	case status == http.StatusAccepted && ok && v.OrderID != "":
+		return codeAdmitted, v.OrderID
 	case ok && v.Error.Code != "":
 		return v.Error.Code, v.Error.OrderID
 	}
@@ -397,6 +406,7 @@ type watchSample struct {
 	Instance   int
 	Goroutines float64
 	OpenFDs    float64
+	Backlog    float64 // the asynchronous mode's async.MetricBacklog (0 in the synchronous mode)
 	Err        bool
 }
 
@@ -453,6 +463,8 @@ func readProcessMetrics(ctx context.Context, client *http.Client, base string) w
 			s.Err = false
 		case "process_open_fds":
 			s.OpenFDs, _ = strconv.ParseFloat(val, 64)
+		case async.MetricBacklog:
+			s.Backlog, _ = strconv.ParseFloat(val, 64)
 		}
 	}
 	return s
@@ -479,7 +491,7 @@ func (d *driver) write(vid int64) error {
 		fmt.Fprintf(&reqs, "%d,%d,%s,%d,%d,%d,%s,%s\n", a.Start.UnixNano(), a.End.UnixNano(), a.Phase, a.User, a.N, a.Status, a.Code, a.OrderID)
 	}
 	for _, s := range d.watched {
-		fmt.Fprintf(&watch, "%d,%d,%g,%g,%t\n", s.T.UnixNano(), s.Instance, s.Goroutines, s.OpenFDs, s.Err)
+		fmt.Fprintf(&watch, "%d,%d,%g,%g,%g,%t\n", s.T.UnixNano(), s.Instance, s.Goroutines, s.OpenFDs, s.Backlog, s.Err)
 	}
 	for name, buf := range map[string]*bytes.Buffer{"orders.log": &orders, "requests.csv": &reqs, "watch.csv": &watch} {
 		if err := os.WriteFile(filepath.Join(d.c.out, name), buf.Bytes(), 0o644); err != nil {

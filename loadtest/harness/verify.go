@@ -17,7 +17,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seckill/seckill/internal/async"
 	"github.com/seckill/seckill/internal/database"
@@ -78,10 +77,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if asyncRun {
 		rep.Accepted = "202"
 		// The writers first: the database is read once every accepted order is written.
-		rdb := redis.NewClient(&redis.Options{Addr: av.redisAddr})
-		defer rdb.Close()
-		av.statuses = async.NewStatuses(rdb, nil)
-		av.rdb = rdb
+		defer av.connect()()
 		if err := av.drain(ctx, stdout, summary.Vouchers); err != nil {
 			return err
 		}

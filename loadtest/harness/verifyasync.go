@@ -39,6 +39,13 @@ type asyncVerify struct {
 	statuses      *async.Statuses
 }
 
+// connect opens the Redis client the drain and the books read; the returned func closes it.
+func (a *asyncVerify) connect() (closeRedis func() error) {
+	a.rdb = redis.NewClient(&redis.Options{Addr: a.redisAddr})
+	a.statuses = async.NewStatuses(a.rdb, nil)
+	return a.rdb.Close
+}
+
 // drain waits until the streams of the run's vouchers are empty: every accepted order written
 // and acknowledged (the writer deletes an entry after its commit). A killed instance's entries
 // count too, until a survivor claims and writes them.
