@@ -42,6 +42,8 @@
 #   CLUSTER_NGINX_PORT     nginx                             (default 28080 here)
 #   TOXIPROXY              toxiproxy-server binary (default .tools/bin/toxiproxy-server; make chaos installs it)
 #   CHAOS_OUTAGE           seconds a store stays killed or frozen (default 10; short: 6)
+#   CHAOS_RATE             users/s of the store outages: redis-kill, mariadb-kill, mariadb-freeze,
+#                          sentinel (default 50)
 #   CHAOS_GOODPUT          overload: the goodput ÷ capacity it must reach (default 0.90, the goal;
 #                          short: 0.50, a tripwire: docs/chaos.md, "Short version")
 #   CHAOS_SHED_P99         overload: the p99 the 503 overloaded answers must stay within
@@ -57,6 +59,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
 SHORT=${CHAOS_SHORT:-0}
+RATE=${CHAOS_RATE:-50}
 MODE=${MODE:-sync}
 case $MODE in
 sync | async) ;;
@@ -336,8 +339,8 @@ exp_kill_instance() {
 exp_redis_kill() {
 	local back="restarted empty"
 	[[ $MODE == async ]] && back="restarted from its append-only file"
-	log "redis-kill: 50 users/s retrying, for $((OUTAGE + 14))s; Redis killed at 5 s for ${OUTAGE}s, $back"
-	load redis-kill -mode open -rate 50 -duration "$((OUTAGE + 14))s"
+	log "redis-kill: $RATE users/s retrying, for $((OUTAGE + 14))s; Redis killed at 5 s for ${OUTAGE}s, $back"
+	load redis-kill -mode open -rate "$RATE" -duration "$((OUTAGE + 14))s"
 	sleep 5
 	signal redis KILL redis-server
 	event fault_start
@@ -351,8 +354,8 @@ exp_redis_kill() {
 }
 
 exp_mariadb_kill() {
-	log "mariadb-kill: 50 users/s retrying, for $((OUTAGE + 16))s; MariaDB killed at 5 s for ${OUTAGE}s, restarted"
-	load mariadb-kill -mode open -rate 50 -duration "$((OUTAGE + 16))s"
+	log "mariadb-kill: $RATE users/s retrying, for $((OUTAGE + 16))s; MariaDB killed at 5 s for ${OUTAGE}s, restarted"
+	load mariadb-kill -mode open -rate "$RATE" -duration "$((OUTAGE + 16))s"
 	sleep 5
 	signal mariadb KILL mariadbd
 	event fault_start
@@ -366,8 +369,8 @@ exp_mariadb_kill() {
 }
 
 exp_mariadb_freeze() {
-	log "mariadb-freeze: 50 users/s retrying, for $((OUTAGE + 14))s; MariaDB frozen (SIGSTOP) at 5 s for ${OUTAGE}s"
-	load mariadb-freeze -mode open -rate 50 -duration "$((OUTAGE + 14))s"
+	log "mariadb-freeze: $RATE users/s retrying, for $((OUTAGE + 14))s; MariaDB frozen (SIGSTOP) at 5 s for ${OUTAGE}s"
+	load mariadb-freeze -mode open -rate "$RATE" -duration "$((OUTAGE + 14))s"
 	sleep 5
 	signal mariadb STOP mariadbd
 	event fault_start
@@ -418,8 +421,8 @@ exp_sentinel() {
 	scripts/services.sh up sentinel
 	scripts/cluster.sh down
 	SECKILL_REDIS_SENTINEL="seckill@127.0.0.1:${sp[2]},127.0.0.1:${sp[3]},127.0.0.1:${sp[4]}" scripts/cluster.sh up
-	log "sentinel: 50 users/s retrying, for 24s; the primary SIGKILLed at 5 s"
-	load sentinel -mode open -rate 50 -duration 24s
+	log "sentinel: $RATE users/s retrying, for 24s; the primary SIGKILLed at 5 s"
+	load sentinel -mode open -rate "$RATE" -duration 24s
 	sleep 5
 	scripts/services.sh failover >"$RUN/sentinel/failover.txt" 2>&1 &
 	local failover=$!
