@@ -18,7 +18,7 @@
 #                   client on the same two cores can offer)
 #   kill-instance   kill -9 an instance under a duplicate storm, start it again
 #   redis-kill      Redis killed 10 s, restarted empty (MODE=async: restarted from its
-#                   append-only file, written with appendfsync always: a 202 is never lost)
+#                   append-only file, fsynced before each reply: the kill loses no 202)
 #   mariadb-kill    MariaDB killed 10 s, restarted
 #   mariadb-freeze  MariaDB frozen (SIGSTOP) 10 s
 #   redis-latency   Redis replies 50 ms late, with a 3 s and a 7 s spike
