@@ -88,9 +88,10 @@ type knownOrder struct {
 // it: the id of every 201 (or 202 in the asynchronous mode); and, for a user none of whose
 // requests was answered so but one of which was lost, the id its first 409 already_ordered
 // carries (its lost answer's order). Only then is a 409 taken for an order: an already_ordered
-// given to a user who was never answered 201 or 202 and lost nothing names an order nobody was told of, and the verdict must count its row
-// as such, not as answered. unnamed lists the users in that case whose already_ordered carried
-// no id; their order is looked up by (user, voucher) (chaosVerdict).
+// given to a user who was never answered 201 or 202 and lost nothing names an order nobody
+// was told of, and the verdict must count its row as such, not as answered. unnamed lists the
+// users in that case whose already_ordered carried no id; their order is looked up by (user,
+// voucher) (chaosVerdict).
 func knownOrders(as []attempt) (orders []knownOrder, unnamed []int64) {
 	type seen struct {
 		created, lost, conflict bool
@@ -378,8 +379,8 @@ func (d *driver) order(ctx context.Context, vid int64, phase string, user int64,
 	return a
 }
 
-// classifyAnswer names an answer: "created", "admitted", the service's error code, or http_<status> for
-// an answer that is not the service's JSON (a proxy's HTML page, or no body).
+// classifyAnswer names an answer: "created", "admitted", the service's error code, or
+// http_<status> for an answer that is not the service's JSON (a proxy's HTML page, or no body).
 func classifyAnswer(status int, body []byte) (code, orderID string) {
 	var v struct {
 		OrderID string `json:"orderId"`
