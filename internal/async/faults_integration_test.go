@@ -32,9 +32,9 @@ const dbOutage = 10 * time.Second
 
 // TestDatabaseUnreachable: the writer's MariaDB (one of the test's own) hangs mid-sale for
 // dbOutage. Admission goes on in Redis; the orders admitted during the outage all wait in the
-// stream, none written nor dead-lettered, and the writer's gauges show them waiting; the writer reports not ready once the database has
-// been out of reach past DBDownBound; when it answers again every order is written, once, and
-// the load test's verdict holds.
+// stream, none written nor dead-lettered, and the writer's gauges show them waiting; the
+// writer reports not ready once the database has been out of reach past DBDownBound; when it
+// answers again every order is written, once, and the load test's verdict holds.
 func TestDatabaseUnreachable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -79,8 +79,8 @@ func TestDatabaseUnreachable(t *testing.T) {
 	// The outage's length is the fault itself, not a wait for something to happen.
 	time.Sleep(time.Until(frozen.Add(dbOutage)))
 	assert.Equal(t, int64(6), backlog(), "at the outage's end every order admitted during it waits in the stream")
-	// The gauges say so too (refreshed once a second, each refresh's database ping taking
-	// its whole bound now): an operator's view of the outage.
+	// The gauges say so too: an operator's view of the outage. They are read before each
+	// round's database ping, which now waits out its bound, so about every two seconds.
 	_, gaugeBacklog, oldest := async.Gauges(w)
 	assert.Equal(t, float64(6), gaugeBacklog, "the backlog gauge at the outage's end")
 	assert.Greater(t, oldest, dbOutage/2, "the oldest-pending gauge at the outage's end: the first of them was admitted as it began")
