@@ -40,6 +40,11 @@
 #                 rest of the machine: the load generator and the kernel), in $OUT/rates.txt
 #                 (default none). At a moderate rate a request shares its wake-ups with few
 #                 others, so what a setting costs there differs from what it costs at the ceiling
+#   FRACTIONS     also, after those, open loops at each of these fractions of the round's own
+#                 closed-loop figures, on orders and on GET /healthz alike, e.g. FRACTIONS="0.5 0.8":
+#                 issue 10's p99 at 80 % of the ceiling with its control, the trivial endpoint at
+#                 the same share of its own ceiling through the same nginx and instances; p50,
+#                 p99 and busy share of each in $OUT/fractions.txt (default none)
 #   PPROF=1       also take a CPU profile of instance 1 during each setting's order load in the
 #                 first round (SECKILL_PPROF_ADDR on CLUSTER_BASE_PORT+50), written to
 #                 $OUT/cpu-instance1-<setting number>.pprof
@@ -59,7 +64,7 @@ ADMIN_TOKEN=abtest-admin-token
 ((DURATION >= 4 && ROUNDS >= 1)) || { echo "abtest: want DURATION >= 4 seconds and ROUNDS >= 1" >&2; exit 2; }
 scripts/cluster.sh ensure-pkg wrk wrk
 mkdir -p "$OUT"
-rm -f "$OUT"/*.pprof "$OUT"/rates.txt "$OUT"/rate-*
+rm -f "$OUT"/*.pprof "$OUT"/rates.txt "$OUT"/rate-* "$OUT"/fractions.txt "$OUT"/fraction-*
 [[ ${PPROF:-0} == 1 ]] && export CLUSTER_PPROF_BASE_PORT=$((${CLUSTER_BASE_PORT:-18081} + 50))
 
 # shellcheck source=own-redis.sh
@@ -122,23 +127,25 @@ load() {
 	echo "$rate $p99 $(cpu_per "$s0" "$s1" "$n")"
 }
 
-# open_loop NAME RATE USERBASE: bin/harness rate at RATE admissions/s for DURATION s; prints
-# "p50ms p99ms busy% | inst nginx redis maria machine" (CPU in µs per admission), or "void" and
-# why when the client could not keep to the schedule or an answer was not 201/202.
+# open_loop NAME RATE USERBASE [PATH]: bin/harness rate at RATE admissions/s for DURATION s (with
+# PATH, GET PATH at RATE requests/s instead); prints "p50ms p99ms busy% | inst nginx redis maria
+# machine" (CPU in µs per answer), or "void" and why when the client could not keep to the
+# schedule or an answer was not 201/202 (200 for PATH).
 open_loop() {
-	local name=$1 rate=$2 ub=$3 s0 s1 p50 p99 n i g rd d m busy
+	local name=$1 rate=$2 ub=$3 path=${4:-} s0 s1 p50 p99 n i g rd d m busy what=(-voucher "$voucher" -user-base "$ub") ok='20[12]' okname='201 or 202'
+	[[ -z $path ]] || what=(-get "$path") ok=200 okname=200
 	s0=$(sample)
-	if ! bin/harness rate -url "http://127.0.0.1:$NGINX_PORT" -voucher "$voucher" -rate "$rate" -duration "${DURATION}s" \
-		-user-base "$ub" -out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1; then
+	if ! bin/harness rate -url "http://127.0.0.1:$NGINX_PORT" "${what[@]}" -rate "$rate" -duration "${DURATION}s" \
+		-out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1; then
 		echo "void: $(tail -1 "$OUT/$name.txt")"
 		return
 	fi
 	s1=$(sample)
-	# 202 in async mode, 201 in sync: every answer must be one of them. The run's own fields are
-	# the JSON's two-space-indented lines; its seconds' fields sit deeper.
-	n=$(sed -n 's/^ *"20[12]": *\([0-9]*\).*/\1/p' "$OUT/$name.json" | awk '{ n += $1 } END { print n + 0 }')
+	# 202 in async mode, 201 in sync (200 for PATH): every answer must be one of them. The run's
+	# own fields are the JSON's two-space-indented lines; its seconds' fields sit deeper.
+	n=$(sed -n 's/^ *"'"$ok"'": *\([0-9]*\).*/\1/p' "$OUT/$name.json" | awk '{ n += $1 } END { print n + 0 }')
 	if [[ $n != "$(sed -n 's/^  "sent": *\([0-9]*\).*/\1/p' "$OUT/$name.json")" ]]; then
-		echo "void: not every answer was 201 or 202 ($OUT/$name.json)"
+		echo "void: not every answer was $okname ($OUT/$name.json)"
 		return
 	fi
 	p50=$(sed -n 's/^  "p50Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
@@ -152,6 +159,7 @@ echo "== $ROUNDS rounds of, for each setting: wrk -t2 -c$CONNECTIONS -d${DURATIO
 printf '%-5s %-44s %9s %7s %9s %6s | %s\n' round setting "orders/s" "p99 ms" "healthz/s" ratio \
 	"orders: inst nginx redis maria machine busy% | healthz: inst nginx machine" | tee "$OUT/rounds.txt"
 [[ -z ${RATES:-} ]] || echo "round setting rate: p50ms p99ms busy | µs CPU per admission: inst nginx redis maria machine" >"$OUT/rates.txt"
+[[ -z ${FRACTIONS:-} ]] || echo "round setting fraction: orders rate p50ms p99ms busy | µs CPU per answer: inst nginx redis maria machine || /healthz the same" >"$OUT/fractions.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
 	k=0
 	for setting in "$@"; do
@@ -183,6 +191,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			ub=$((ub + 100000000))
 			echo "$r $setting $rate $(open_loop "rate-$r-$k-$rate" "$rate" "$ub")" >>"$OUT/rates.txt"
 		done
+		for f in ${FRACTIONS:-}; do
+			ub=$((ub + 100000000))
+			ro=$(awk -v c="$orate" -v f="$f" 'BEGIN { printf "%d", c * f }')
+			rh=$(awk -v c="$hrate" -v f="$f" 'BEGIN { printf "%d", c * f }')
+			echo "$r $setting $f: orders $ro/s $(open_loop "fraction-$r-$k-$f-orders" "$ro" "$ub") || /healthz $rh/s $(open_loop "fraction-$r-$k-$f-healthz" "$rh" 0 /healthz)" >>"$OUT/fractions.txt"
+		done
 	done
 done
 stop
@@ -190,4 +204,8 @@ trap - EXIT
 if [[ -n ${RATES:-} ]]; then
 	echo "== open loops (bin/harness rate, ${DURATION}s each) after each round's closed loops:"
 	cat "$OUT/rates.txt"
+fi
+if [[ -n ${FRACTIONS:-} ]]; then
+	echo "== open loops at fractions of each round's closed-loop figures, orders and GET /healthz (${DURATION}s each):"
+	cat "$OUT/fractions.txt"
 fi

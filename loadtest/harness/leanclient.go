@@ -13,8 +13,9 @@ import (
 	"time"
 )
 
-// leanClient sends the load's order POSTs over keep-alive connections of its own: each request
-// is written and its answer read by the calling goroutine, with nothing else in between.
+// leanClient sends the load's order POSTs (and `harness rate -get`'s GETs) over keep-alive
+// connections of its own: each request is written and its answer read by the calling
+// goroutine, with nothing else in between.
 //
 // Why not net/http's client: the client shares the machine with what it measures. net/http
 // hands every request to two goroutines per connection (a writer and a reader) and back, and
@@ -61,6 +62,16 @@ func newLeanClient(base string, timeout time.Duration, maxIdle, maxInflight int)
 // post sends POST path with X-User-ID user and returns the status and up to 64 KiB of the
 // body. An error means no whole answer: refused, reset, closed, or past the timeout.
 func (l *leanClient) post(path string, user int64) (int, []byte, error) {
+	return l.do(true, path, user)
+}
+
+// get sends GET path, without a user, and returns what post does: the trivial endpoint's
+// request, which `harness rate -get` times beside the orders' (docs/loadtest.md, Scaling).
+func (l *leanClient) get(path string) (int, []byte, error) {
+	return l.do(false, path, 0)
+}
+
+func (l *leanClient) do(post bool, path string, user int64) (int, []byte, error) {
 	if l.limit != nil {
 		l.limit <- struct{}{}
 		defer func() { <-l.limit }()
@@ -69,7 +80,7 @@ func (l *leanClient) post(path string, user int64) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	status, body, keep, err := l.roundTrip(c, path, user)
+	status, body, keep, err := l.roundTrip(c, post, path, user)
 	if err != nil || !keep {
 		_ = c.c.Close()
 		return status, body, err
@@ -107,18 +118,27 @@ func (l *leanClient) conn() (*leanConn, error) {
 	return &leanConn{c: nc, r: bufio.NewReaderSize(nc, 4096)}, nil
 }
 
-func (l *leanClient) roundTrip(c *leanConn, path string, user int64) (status int, body []byte, keep bool, err error) {
+// roundTrip writes one request on c, a POST with user's X-User-ID and no body or a bare GET,
+// and reads its answer.
+func (l *leanClient) roundTrip(c *leanConn, post bool, path string, user int64) (status int, body []byte, keep bool, err error) {
 	if err := c.c.SetDeadline(time.Now().Add(l.timeout)); err != nil {
 		return 0, nil, false, err
 	}
 	req := make([]byte, 0, 160)
-	req = append(req, "POST "...)
+	if post {
+		req = append(req, "POST "...)
+	} else {
+		req = append(req, "GET "...)
+	}
 	req = append(req, path...)
 	req = append(req, " HTTP/1.1\r\nHost: "...)
 	req = append(req, l.host...)
-	req = append(req, "\r\nX-User-ID: "...)
-	req = strconv.AppendInt(req, user, 10)
-	req = append(req, "\r\nContent-Length: 0\r\n\r\n"...)
+	if post {
+		req = append(req, "\r\nX-User-ID: "...)
+		req = strconv.AppendInt(req, user, 10)
+		req = append(req, "\r\nContent-Length: 0"...)
+	}
+	req = append(req, "\r\n\r\n"...)
 	if _, err := c.c.Write(req); err != nil {
 		return 0, nil, false, err
 	}

@@ -11,6 +11,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -43,8 +44,9 @@ type rateSecond struct {
 	MaxMs float64 `json:"maxMs"`
 }
 
-// runRate drives an open loop of order requests at a fixed rate, every request a new user, and
-// reports the answers and their latency. Latency is measured from the moment a request was due,
+// runRate drives an open loop of order requests at a fixed rate, every request a new user (or,
+// with -get, of GET requests on one path: the trivial endpoint's control), and reports the
+// answers and their latency. Latency is measured from the moment a request was due,
 // not from when it was sent, so a client falling behind shows as latency instead of hiding it
 // (coordinated omission). A request that would exceed -max-inflight is not sent and counted as
 // skipped: the run is then void, and the command fails.
@@ -53,6 +55,7 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	base := fs.String("url", "http://127.0.0.1:8080", "base URL (nginx)")
 	vid := fs.Int64("voucher", 0, "voucher to order")
+	get := fs.String("get", "", "send GET on this path (e.g. /healthz) instead of orders: the open loop on the trivial endpoint")
 	rate := fs.Float64("rate", 100, "requests per second")
 	dur := fs.Duration("duration", 10*time.Second, "how long to send")
 	userBase := fs.Int64("user-base", 5_000_000_000, "first user id")
@@ -63,8 +66,11 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *vid <= 0 || *rate <= 0 || *dur <= 0 {
-		return errors.New("rate: want -voucher, -rate and -duration > 0")
+	if (*vid <= 0) == (*get == "") || *rate <= 0 || *dur <= 0 {
+		return errors.New("rate: want -voucher or -get, one of them, and -rate and -duration > 0")
+	}
+	if *get != "" && !strings.HasPrefix(*get, "/") {
+		return fmt.Errorf("rate: -get %q: want a path, /healthz say", *get)
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -77,7 +83,7 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		defer pprof.StopCPUProfile()
 	}
-	res, err := openLoopOrders(ctx, *base, *vid, *rate, *dur, *userBase, *maxInflight, *conns)
+	res, err := openLoop(ctx, *base, *vid, *get, *rate, *dur, *userBase, *maxInflight, *conns)
 	if err != nil {
 		return err
 	}
@@ -101,7 +107,9 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, dur time.Duration, userBase int64, maxInflight, conns int) (rateResult, error) {
+// openLoop sends orders of voucher vid, user userBase+i the i-th, or when get is set GET get,
+// on openLoop's schedule.
+func openLoop(ctx context.Context, base string, vid int64, get string, rate float64, dur time.Duration, userBase int64, maxInflight, conns int) (rateResult, error) {
 	// The lean client (leanclient.go): at 8,000 requests a second net/http's client could not
 	// keep to the schedule on this machine, and the run was void.
 	client, err := newLeanClient(base, 30*time.Second, conns, conns)
@@ -110,6 +118,16 @@ func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, d
 	}
 	defer client.closeIdle()
 	path := "/api/vouchers/" + strconv.FormatInt(vid, 10) + "/orders"
+	send := func(user int64) (int, error) {
+		code, _, err := client.post(path, user)
+		return code, err
+	}
+	if get != "" {
+		send = func(int64) (int, error) {
+			code, _, err := client.get(get)
+			return code, err
+		}
+	}
 	n := int(rate * dur.Seconds())
 	interval := time.Duration(float64(time.Second) / rate)
 
@@ -148,7 +166,7 @@ func openLoopOrders(ctx context.Context, base string, vid int64, rate float64, d
 			defer wg.Done()
 			defer func() { <-slots }()
 			status := "error"
-			if code, _, err := client.post(path, user); err == nil {
+			if code, err := send(user); err == nil {
 				status = strconv.Itoa(code)
 			}
 			took := time.Since(due)

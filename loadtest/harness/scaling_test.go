@@ -85,7 +85,7 @@ func TestOpenLoopSendsEveryUserOnce(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoopOrders(context.Background(), srv.URL, 7, 400, 250*time.Millisecond, 100, 64, 8)
+	res, err := openLoop(context.Background(), srv.URL, 7, "", 400, 250*time.Millisecond, 100, 64, 8)
 	require.NoError(t, err)
 	close(users)
 	seen := map[string]bool{}
@@ -101,6 +101,27 @@ func TestOpenLoopSendsEveryUserOnce(t *testing.T) {
 	assert.LessOrEqual(t, res.P50Ms, res.P99Ms)
 }
 
+// TestOpenLoopGet: with a path to GET, the open loop sends that request, the same on every
+// due time, without a user or a body, and counts its answers as it counts orders'.
+func TestOpenLoopGet(t *testing.T) {
+	var bad atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || r.URL.Path != "/healthz" || r.Header.Get("X-User-ID") != "" || r.ContentLength != 0 {
+			bad.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer srv.Close()
+
+	res, err := openLoop(context.Background(), srv.URL, 0, "/healthz", 400, 250*time.Millisecond, 100, 64, 8)
+	require.NoError(t, err)
+	assert.Zero(t, bad.Load(), "a request that was not a bare GET /healthz")
+	assert.Equal(t, 100, res.Sent)
+	assert.Equal(t, map[string]int{"200": 100}, res.Statuses)
+}
+
 // TestOpenLoopSplitsBySecondDue: each second of the schedule holds the requests due in it,
 // whenever their answers came, and its tail is its own: a stall in the second second shows
 // there and not in the first.
@@ -114,7 +135,7 @@ func TestOpenLoopSplitsBySecondDue(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoopOrders(context.Background(), srv.URL, 7, 100, 2*time.Second, 1, 256, 64)
+	res, err := openLoop(context.Background(), srv.URL, 7, "", 100, 2*time.Second, 1, 256, 64)
 	require.NoError(t, err)
 	require.Len(t, res.Seconds, 2)
 	assert.Equal(t, 100, res.Seconds[0].Sent)
@@ -138,7 +159,7 @@ func TestOpenLoopP99AfterTheFirstSecond(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoopOrders(context.Background(), srv.URL, 7, 100, 2*time.Second, 1, 256, 64)
+	res, err := openLoop(context.Background(), srv.URL, 7, "", 100, 2*time.Second, 1, 256, 64)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, res.P99Ms, 300.0, "5 % of the run stalled")
 	assert.Less(t, res.P99AfterFirstSecondMs, 300.0, "nothing after the first second stalled")
@@ -153,7 +174,7 @@ func TestOpenLoopCountsWhatItCouldNotSend(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoopOrders(context.Background(), srv.URL, 7, 1000, 50*time.Millisecond, 1, 2, 2)
+	res, err := openLoop(context.Background(), srv.URL, 7, "", 1000, 50*time.Millisecond, 1, 2, 2)
 	require.NoError(t, err, "the run is reported; runRate turns skips into an error")
 	assert.Equal(t, 50, res.Sent+res.Skipped)
 	assert.Positive(t, res.Skipped)
