@@ -144,7 +144,8 @@ capacity:
 scaling:
 	scripts/scaling.sh
 
-## abtest: settings against each other in alternating rounds, orders and GET /healthz each, RATES= open loops too
+## abtest: settings against each other in alternating rounds, orders and GET /healthz each, RATES= open loops too,
+## FRACTIONS= open loops at shares of each one's own ceiling (the p99 goal's control)
 ## (~40 s per round and setting); AB="SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=32" by default
 AB ?= SECKILL_ADMIT_BATCH=1 SECKILL_ADMIT_BATCH=32
 .PHONY: abtest
