@@ -42,7 +42,7 @@
 #                 others, so what a setting costs there differs from what it costs at the ceiling
 #   FRACTIONS     also, after those, open loops at each of these fractions of the round's own
 #                 closed-loop figures, on orders and on GET /healthz alike, e.g. FRACTIONS="0.5 0.8":
-#                 issue 10's p99 at 80 % of the ceiling with its control, the trivial endpoint at
+#                 the admission p99 at 80 % of the ceiling with its control, the trivial endpoint at
 #                 the same share of its own ceiling through the same nginx and instances; p50,
 #                 p99 and busy share of each in $OUT/fractions.txt (default none)
 #   PPROF=1       also take a CPU profile of instance 1 during each setting's order load in the
