@@ -122,6 +122,25 @@ func TestOpenLoopGet(t *testing.T) {
 	assert.Equal(t, map[string]int{"200": 100}, res.Statuses)
 }
 
+// TestRateWantsOneTarget: harness rate sends orders of a voucher or GETs of a path, never both
+// and never neither, and a path is a path.
+func TestRateWantsOneTarget(t *testing.T) {
+	for name, args := range map[string][]string{
+		"neither":     {"-rate", "10", "-duration", "1s"},
+		"both":        {"-voucher", "7", "-get", "/healthz", "-rate", "10", "-duration", "1s"},
+		"not a path":  {"-get", "healthz", "-rate", "10", "-duration", "1s"},
+		"zero rate":   {"-get", "/healthz", "-rate", "0", "-duration", "1s"},
+		"no duration": {"-voucher", "7", "-rate", "10", "-duration", "0s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var out, errs strings.Builder
+			err := runRate(context.Background(), append(args, "-url", "http://127.0.0.1:1"), &out, &errs)
+			require.Error(t, err)
+			assert.Empty(t, out.String(), "nothing was sent, so nothing is reported")
+		})
+	}
+}
+
 // TestOpenLoopSplitsBySecondDue: each second of the schedule holds the requests due in it,
 // whenever their answers came, and its tail is its own: a stall in the second second shows
 // there and not in the first.
