@@ -107,8 +107,9 @@ func runRate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return nil
 }
 
-// openLoop sends orders of voucher vid, user userBase+i the i-th, or when get is set GET get,
-// on openLoop's schedule.
+// openLoop sends rate requests a second for dur, the i-th due at the start plus i/rate whatever
+// the answers take: an order of voucher vid for user userBase+i, or, with get set, a GET of
+// get. Each request's latency counts from when it was due.
 func openLoop(ctx context.Context, base string, vid int64, get string, rate float64, dur time.Duration, userBase int64, maxInflight, conns int) (rateResult, error) {
 	// The lean client (leanclient.go): at 8,000 requests a second net/http's client could not
 	// keep to the schedule on this machine, and the run was void.
