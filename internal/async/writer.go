@@ -379,6 +379,10 @@ func (w *Writer) refresh() {
 	}
 }
 
+// noGroup reports whether err is Redis's NOGROUP: the stream or its consumer group is not
+// there (not created yet, lost with a Redis restart, or deleted by a retirement).
+func noGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
+
 // refreshGauges sets the pending, backlog and oldest-age gauges from the streams of the
 // vouchers this writer reads. When a read fails the gauges keep their last values: a sum of
 // the streams that answered would understate what waits.
@@ -399,7 +403,7 @@ func (w *Writer) refreshGauges() {
 		switch {
 		case err == nil:
 			pending += p.Count
-		case strings.HasPrefix(err.Error(), "NOGROUP"):
+		case noGroup(err):
 			// No group yet (its loop is creating it), or retired: nothing delivered there.
 		default:
 			return
@@ -481,7 +485,7 @@ func (w *Writer) loop(voucherID int64) {
 			if w.ctx.Err() != nil {
 				return
 			}
-			if strings.HasPrefix(err.Error(), "NOGROUP") {
+			if noGroup(err) {
 				groupReady = false // Redis lost the stream or the group (a restart), or a retirement deleted it: see ensureGroup
 				continue
 			}

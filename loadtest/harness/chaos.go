@@ -329,7 +329,7 @@ func checkAdmittedThrough(c *chaosCheck, f chaosFlags, as []attempt, start, end,
 		return err
 	}
 	b := backlogAround(ws, start, end, up)
-	c.figure("backlog (%s, refreshed once a second, read every 250 ms): %.0f before the fault, peak %.0f during it",
+	c.figure("backlog (%s, refreshed about once a second, every 2 s or so while the database hangs; read every 250 ms): %.0f before the fault, peak %.0f during it",
 		"seckill_async_backlog", b.before, b.peak)
 	c.threshold("backlog during the fault above its level before (the orders waited)", fmt.Sprintf("> %.0f", b.before), fmt.Sprintf("%.0f", b.peak), b.peak > b.before)
 	got := "not within the run"
