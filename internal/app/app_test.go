@@ -56,7 +56,10 @@ func TestNewEveryLockKind(t *testing.T) {
 			continue
 		}
 		t.Run(kind, func(t *testing.T) {
-			inst, err := app.New(ctx, discard, app.Config{Lock: kind, Order: order.Config{LockTTL: time.Second}}, st)
+			// The default deadline: the wiring is under test, not the nodes' speed (with a
+			// 1 s lease, RedLock's 125 ms a node failed to dial the embedded nodes on a
+			// loaded CI machine).
+			inst, err := app.New(ctx, discard, app.Config{Lock: kind}, st)
 			if kind == "zookeeper" || kind == "etcd" {
 				testenv.NeedLockServer(t, err)
 			}
@@ -110,7 +113,9 @@ func TestRedLockQuorum(t *testing.T) {
 		t.Cleanup(st.Close)
 		return st
 	}
-	cfg := app.Config{Lock: "redlock", Order: order.Config{LockTTL: time.Second}}
+	// A 1 s order deadline, so 250 ms a node: long enough for the nodes that are up to
+	// answer on a loaded machine, and twice it (lock and unlock) far over refusedBound.
+	cfg := app.Config{Lock: "redlock", Order: order.Config{LockTTL: 2 * time.Second, Timeout: time.Second}}
 
 	nodes[3].Close()
 	nodes[4].Close() // three of five: a quorum
