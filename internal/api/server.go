@@ -40,6 +40,8 @@ type Config struct {
 	Ready *Readiness
 	// Metrics serves GET /metrics; nil leaves the route out (404 not_found like any unknown route).
 	Metrics http.Handler
+	// Timing, when set, times every request (MetricRequestDuration).
+	Timing *Metrics
 	// Pending says orders are admitted and written later (the asynchronous mode): a placed
 	// order answers 202 {"orderId", "status": "pending"} instead of 201.
 	Pending bool
@@ -68,6 +70,9 @@ func NewServer(log *slog.Logger, cfg Config, vouchers Vouchers, orders Orders) h
 	// a header any client can send.
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
+	if cfg.Timing != nil {
+		r.Use(cfg.Timing.observe()) // first, so a recovered panic's 500 is timed too
+	}
 	r.Use(recoverJSON(log), limitBody(cfg.MaxBodyBytes))
 	routes(r, log, cfg, vouchers, orders)
 	return r

@@ -247,6 +247,9 @@ func TestStackOrders(t *testing.T) {
 			assert.True(t, slices.ContainsFunc(lockAcquire, func(mf *dto.MetricFamily) bool {
 				return mf.GetName() == order.MetricLockAcquire && mf.GetType() == dto.MetricType_HISTOGRAM
 			}), "%s is a histogram", order.MetricLockAcquire)
+			assert.True(t, slices.ContainsFunc(lockAcquire, func(mf *dto.MetricFamily) bool {
+				return mf.GetName() == api.MetricRequestDuration && mf.GetType() == dto.MetricType_HISTOGRAM
+			}), "the instance times its requests (%s)", api.MetricRequestDuration)
 
 			w = serve(t, s.h, request{"GET", "/readyz", nil, ""})
 			require.Equal(t, http.StatusOK, w.Code, "readyz; body %s", w.Body)

@@ -209,6 +209,7 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 		AdminToken: cfg.AdminToken,
 		Ready:      inst.Ready,
 		Metrics:    promhttp.HandlerFor(inst.Registry, promhttp.HandlerOpts{}),
+		Timing:     api.NewMetrics(inst.Registry),
 		Pending:    cfg.OrderMode == ModeAsync,
 		// A voucher request is bounded as an order is: by SECKILL_ORDER_TIMEOUT, within the
 		// server's WriteTimeout and shutdown grace, which cover the longest order.
