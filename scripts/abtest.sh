@@ -10,7 +10,10 @@
 #
 # Each argument is one setting: environment assignments for the instances (and scripts/cluster.sh:
 # SECKILL_ORDER_MODE=sync runs the synchronous mode, its orders answered 201, behind its order
-# gate; CLUSTER_GOMAXPROCS=2 two Ps per instance). Each round, for
+# gate; CLUSTER_GOMAXPROCS=2 two Ps per instance; AB_REDIS_PRIORITY=fifo runs the run's own
+# redis-server under the real-time policy SCHED_FIFO, so it runs whenever it has work instead of
+# waiting for a core behind the instances, nginx and the load generator, and AB_REDIS_PRIORITY=-10,
+# say, renices it instead). Each round, for
 # each setting in turn: a fresh redis-server of the run's own, scripts/cluster.sh up (two
 # instances behind nginx, async, a fresh database), a voucher with more stock than can sell,
 # then wrk through nginx, CONNECTIONS connections in a closed loop for DURATION seconds on
@@ -55,7 +58,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-(($# >= 1)) || { sed -n '2,28p' "$0" >&2; exit 2; }
+(($# >= 1)) || { sed -n '2,30p' "$0" >&2; exit 2; }
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-10}
 CONNECTIONS=${CONNECTIONS:-64}
@@ -129,14 +132,50 @@ load() {
 	echo "$rate $p99 $(cpu_per "$s0" "$s1" "$n")"
 }
 
+# scrape FILE: the request-duration buckets of every instance (seckill_http_request_duration_seconds).
+scrape() {
+	local u
+	: >"$1"
+	while read -r u; do
+		curl -fsS "$u/metrics" | grep '^seckill_http_request_duration_seconds_bucket' >>"$1" || true
+	done <"${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances"
+}
+
+# in_instance BEFORE AFTER ROUTE: the upper bounds of the buckets holding the 50th and 99th
+# percentile of ROUTE's requests between two scrapes, all instances and status codes together:
+# the time in the instances' handlers, "p50<=Xms p99<=Yms" (a bucket's bound, not a reading).
+in_instance() {
+	awk -v route="$3" '
+		FNR == 1 { f++ }
+		index($0, "route=\"" route "\"") {
+			match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
+			if (f == 1) c[le] -= $NF; else c[le] += $NF
+			les[le] = 1
+		}
+		END {
+			n = 0; for (le in les) { v = (le == "+Inf") ? 1e99 : le + 0; k[++n] = v; name[v] = le }
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && k[j - 1] > k[j]; j--) { t = k[j]; k[j] = k[j - 1]; k[j - 1] = t }
+			total = c[name[k[n]]]
+			if (total <= 0) { print "in-instance: none"; exit }
+			for (i = 1; i <= n; i++) {
+				if (p50 == "" && c[name[k[i]]] >= 0.5 * total) p50 = name[k[i]]
+				if (p99 == "" && c[name[k[i]]] >= 0.99 * total) p99 = name[k[i]]
+			}
+			printf "in-instance p50<=%s p99<=%s\n", (p50 == "+Inf" ? p50 : p50 * 1000 "ms"), (p99 == "+Inf" ? p99 : p99 * 1000 "ms")
+		}' "$1" "$2"
+}
+
 # open_loop NAME RATE USERBASE [PATH]: bin/harness rate at RATE admissions/s for DURATION s (with
 # PATH, GET PATH at RATE requests/s instead); prints "p50ms p99ms (p99ms after the first second)
-# busy% | inst nginx redis maria machine" (CPU in µs per answer), or "void" and why when the
+# busy% [in-instance p50<=Xms p99<=Yms] | inst nginx redis maria machine" (CPU in µs per answer;
+# the bracket the same requests' time in the instances' handlers, from their metrics), or "void" and why when the
 # client could not keep to the schedule or an answer was not 201/202 (200 for PATH). The first
 # second, while the generator and nginx open their connections, can hold most of the tail.
 open_loop() {
 	local name=$1 rate=$2 ub=$3 path=${4:-} s0 s1 p50 p99 rest n i g rd d m busy what=(-voucher "$voucher" -user-base "$ub") ok='20[12]' okname='201 or 202'
-	[[ -z $path ]] || what=(-get "$path") ok=200 okname=200
+	local route='POST /api/vouchers/:id/orders'
+	[[ -z $path ]] || what=(-get "$path") ok=200 okname=200 route="GET $path"
+	scrape "$OUT/$name.buckets0"
 	s0=$(sample)
 	if ! bin/harness rate -url "http://127.0.0.1:$NGINX_PORT" "${what[@]}" -rate "$rate" -duration "${DURATION}s" \
 		-out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1; then
@@ -144,6 +183,7 @@ open_loop() {
 		return
 	fi
 	s1=$(sample)
+	scrape "$OUT/$name.buckets1"
 	# 202 in async mode, 201 in sync (200 for PATH): every answer must be one of them. The run's
 	# own fields are the JSON's two-space-indented lines; its seconds' fields sit deeper.
 	n=$(sed -n 's/^ *"'"$ok"'": *\([0-9]*\).*/\1/p' "$OUT/$name.json" | awk '{ n += $1 } END { print n + 0 }')
@@ -155,15 +195,16 @@ open_loop() {
 	p99=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
 	rest=$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
 	read -r i g rd d m busy < <(cpu_per "$s0" "$s1" "$n")
-	printf '%.1f %.1f (%.1f) %s%% | %.0f %.0f %.0f %.0f %.0f\n' "$p50" "$p99" "$rest" "$busy" "$i" "$g" "$rd" "$d" "$m"
+	printf '%.1f %.1f (%.1f) %s%% [%s] | %.0f %.0f %.0f %.0f %.0f\n' "$p50" "$p99" "$rest" "$busy" \
+		"$(in_instance "$OUT/$name.buckets0" "$OUT/$name.buckets1" "$route")" "$i" "$g" "$rd" "$d" "$m"
 }
 
 echo "== $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(uptime | sed 's/.*load average/load average/')"
 echo "== $ROUNDS rounds of, for each setting: wrk -t2 -c$CONNECTIONS -d${DURATION}s on orders, then on GET /healthz; CPU in µs per answer"
 printf '%-5s %-44s %9s %7s %9s %6s | %s\n' round setting "orders/s" "p99 ms" "healthz/s" ratio \
 	"orders: inst nginx redis maria machine busy% | healthz: inst nginx machine" | tee "$OUT/rounds.txt"
-[[ -z ${RATES:-} ]] || echo "round setting rate: p50ms p99ms (p99ms after the first second) busy | µs CPU per admission: inst nginx redis maria machine" >"$OUT/rates.txt"
-[[ -z ${FRACTIONS:-} ]] || echo "round setting fraction: orders rate p50ms p99ms (p99ms after the first second) busy | µs CPU per answer: inst nginx redis maria machine || /healthz the same" >"$OUT/fractions.txt"
+[[ -z ${RATES:-} ]] || echo "round setting rate: p50ms p99ms (p99ms after the first second) busy [time in the instances' handlers] | µs CPU per admission: inst nginx redis maria machine" >"$OUT/rates.txt"
+[[ -z ${FRACTIONS:-} ]] || echo "round setting fraction: orders rate p50ms p99ms (p99ms after the first second) busy [time in the instances' handlers] | µs CPU per answer: inst nginx redis maria machine || /healthz the same" >"$OUT/fractions.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
 	k=0
 	for setting in "$@"; do
@@ -171,6 +212,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		stop
 		redis_port=${AB_REDIS_PORT:-16388}
 		own_redis_start abtest "$redis_port" "$OUT/redis"
+		prio=$(sed -n 's/.*\bAB_REDIS_PRIORITY=\([^ ]*\).*/\1/p' <<<"$setting")
+		case $prio in
+		'') ;;
+		fifo) chrt -f -p 50 "$own_redis_pid" ;;
+		-[0-9]* | [0-9]*) renice -n "$prio" -p "$own_redis_pid" >/dev/null ;;
+		*) echo "abtest: AB_REDIS_PRIORITY is fifo or a nice value, not $prio" >&2; exit 2 ;;
+		esac
 		# shellcheck disable=SC2086 # the setting's assignments, split on purpose
 		env $setting scripts/cluster.sh up >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
 		now=$(date -u +%s)
