@@ -150,7 +150,9 @@ func (s *Service) admitBatch(voucherID int64, batch []*queued) {
 		d, _ := q.ctx.Deadline()
 		args = append(args, q.user, q.order, onRedis(d, offset))
 	}
+	start := time.Now()
 	res, err := admitScript.Run(ctx, s.scripts, []string{k.sale, k.users, k.orders, k.stream}, args...).Slice()
+	s.metrics.admitCall.Observe(time.Since(start).Seconds())
 	if err == nil && len(res) == 2*len(batch)+1 {
 		if at, ok := res[len(res)-1].(string); ok {
 			if ms, perr := strconv.ParseInt(at, 10, 64); perr == nil {

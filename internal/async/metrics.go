@@ -32,6 +32,10 @@ const (
 	MetricStrandedLoads = "seckill_async_stranded_loads_total"
 	// MetricAdmitBatch is the orders each call of the admission script decided (admit.go).
 	MetricAdmitBatch = "seckill_async_admission_batch_orders"
+	// MetricAdmitCall is the time of each call of the admission script, from its sending to
+	// its answer (or error) read back: Redis's part of an admission and the round trip, without
+	// the wait for the voucher's previous call (admit.go) or for a processor afterwards.
+	MetricAdmitCall = "seckill_async_admission_call_seconds"
 )
 
 // Results of discovery's load of a stranded voucher (MetricStrandedLoads's label "result").
@@ -72,6 +76,7 @@ const (
 type Metrics struct {
 	admissions   *prometheus.CounterVec
 	admitBatch   prometheus.Histogram
+	admitCall    prometheus.Histogram
 	written      prometheus.Counter
 	claimed      prometheus.Counter
 	deadLettered prometheus.Counter
@@ -91,6 +96,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		admitBatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricAdmitBatch,
 			Help:    "Orders decided by each call of the admission script: those of one voucher that arrived at the instance while its previous call was under way.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		admitCall: prometheus.NewHistogram(prometheus.HistogramOpts{Name: MetricAdmitCall,
+			Help:    "Time of each call of the admission script, from its sending to its answer read back, whatever the answer.",
+			Buckets: []float64{0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2}}),
 		written: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricWritten,
 			Help: "Orders the writer committed to the database."}),
 		claimed: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricClaimed,
@@ -110,7 +118,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricStrandedLoads,
 			Help: "Discovery's loads of stranded vouchers by result: loaded, removed (no such voucher in the database), or failed (tried again after a back-off)."}, []string{"result"}),
 	}
-	reg.MustRegister(m.admissions, m.admitBatch, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried, m.stranded, m.reloads)
+	reg.MustRegister(m.admissions, m.admitBatch, m.admitCall, m.written, m.claimed, m.deadLettered, m.pending, m.backlog, m.oldest, m.retried, m.stranded, m.reloads)
 	m.retried.WithLabelValues(RetryUnreachable)
 	m.retried.WithLabelValues(RetryDatabaseState)
 	m.retried.WithLabelValues(RetryTransient)
