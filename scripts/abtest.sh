@@ -39,7 +39,10 @@
 #   RATES         also, after those loads, an open loop (bin/harness rate, requests sent on a
 #                 schedule, latency counted from when each was due) at each of these admissions
 #                 per second for DURATION seconds, e.g. RATES="300 1000 3000": its p50, p99 (and
-#                 p99 after its first second), busy share of the machine, and the CPU per
+#                 p99 after its first second), busy share of the machine, in brackets the same
+#                 requests' time in the instances' handlers and in the admission script's calls
+#                 (bucket bounds of the instances' histograms) and how long the instances' and
+#                 Redis's threads waited for a core per answer, and the CPU per
 #                 admission of each process (the rest of the machine: the load generator and
 #                 the kernel), in $OUT/rates.txt
 #                 (default none). At a moderate rate a request shares its wake-ups with few
@@ -91,8 +94,15 @@ trap stop EXIT
 
 
 # sample: the CPU clock ticks so far of the instances, nginx, Redis and MariaDB, then the
-# machine's busy and total ticks; taken before and after a load.
-sample() { echo "$(ticks "${inst[@]}") $(ticks "${ngx[@]}") $(ticks "$redis_pid") $(ticks "$maria_pid") $(machine_ticks)"; }
+# machine's busy and total ticks, then the instances' and Redis's wait for a core (runq_wait);
+# taken before and after a load.
+sample() { echo "$(ticks "${inst[@]}") $(ticks "${ngx[@]}") $(ticks "$redis_pid") $(ticks "$maria_pid") $(machine_ticks) $(runq_wait "${inst[@]}") $(runq_wait "$redis_pid")"; }
+
+# waited BEFORE AFTER N: the instances' and Redis's threads' wait for a core while ready to run, in
+# µs per answer over the N answers between two samples, "waited inst X redis Y µs".
+waited() {
+	awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { split(a, x, " "); split(b, y, " "); printf "waited for a core: inst %.0f redis %.0f µs", (y[7] - x[7]) / n, (y[8] - x[8]) / n }'
+}
 
 # cpu_per BEFORE AFTER N: each process group's CPU in µs per answer over the N answers between two
 # samples, "inst nginx redis maria machine busy%" (machine: the two cores' busy time per answer).
@@ -132,22 +142,23 @@ load() {
 	echo "$rate $p99 $(cpu_per "$s0" "$s1" "$n")"
 }
 
-# scrape FILE: the request-duration buckets of every instance (seckill_http_request_duration_seconds).
+# scrape FILE: the buckets of every instance's request durations and admission calls
+# (seckill_http_request_duration_seconds, seckill_async_admission_call_seconds).
 scrape() {
 	local u
 	: >"$1"
 	while read -r u; do
-		curl -fsS "$u/metrics" | grep '^seckill_http_request_duration_seconds_bucket' >>"$1" || true
+		curl -fsS "$u/metrics" | grep -E '^seckill_(http_request_duration|async_admission_call)_seconds_bucket' >>"$1" || true
 	done <"${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances"
 }
 
-# in_instance BEFORE AFTER ROUTE: the upper bounds of the buckets holding the 50th and 99th
-# percentile of ROUTE's requests between two scrapes, all instances and status codes together:
-# the time in the instances' handlers, "p50<=Xms p99<=Yms" (a bucket's bound, not a reading).
-in_instance() {
-	awk -v route="$3" '
+# quantiles BEFORE AFTER LABEL MATCH: the upper bounds of the buckets holding the 50th and 99th
+# percentile of the histogram lines holding MATCH between two scrapes, all instances together:
+# "LABEL p50<=Xms p99<=Yms" (a bucket's bound, not a reading).
+quantiles() {
+	awk -v label="$3" -v match_="$4" '
 		FNR == 1 { f++ }
-		index($0, "route=\"" route "\"") {
+		index($0, match_) {
 			match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
 			if (f == 1) c[le] -= $NF; else c[le] += $NF
 			les[le] = 1
@@ -156,19 +167,32 @@ in_instance() {
 			n = 0; for (le in les) { v = (le == "+Inf") ? 1e99 : le + 0; k[++n] = v; name[v] = le }
 			for (i = 2; i <= n; i++) for (j = i; j > 1 && k[j - 1] > k[j]; j--) { t = k[j]; k[j] = k[j - 1]; k[j - 1] = t }
 			total = c[name[k[n]]]
-			if (total <= 0) { print "in-instance: none"; exit }
+			if (total <= 0) { print label ": none"; exit }
 			for (i = 1; i <= n; i++) {
 				if (p50 == "" && c[name[k[i]]] >= 0.5 * total) p50 = name[k[i]]
 				if (p99 == "" && c[name[k[i]]] >= 0.99 * total) p99 = name[k[i]]
 			}
-			printf "in-instance p50<=%s p99<=%s\n", (p50 == "+Inf" ? p50 : p50 * 1000 "ms"), (p99 == "+Inf" ? p99 : p99 * 1000 "ms")
+			printf "%s p50<=%s p99<=%s\n", label, (p50 == "+Inf" ? p50 : p50 * 1000 "ms"), (p99 == "+Inf" ? p99 : p99 * 1000 "ms")
 		}' "$1" "$2"
+}
+
+# timing BEFORE AFTER ROUTE: ROUTE's requests' time in the instances' handlers, and for the
+# orders the admission script's calls' time (none in the synchronous mode).
+timing() {
+	local t c
+	t=$(quantiles "$1" "$2" in-instance "route=\"$3\"")
+	if [[ $3 == POST* ]]; then
+		c=$(quantiles "$1" "$2" calls seckill_async_admission_call_seconds_bucket)
+		[[ $c == *none ]] || t="$t; $c"
+	fi
+	echo "$t"
 }
 
 # open_loop NAME RATE USERBASE [PATH]: bin/harness rate at RATE admissions/s for DURATION s (with
 # PATH, GET PATH at RATE requests/s instead); prints "p50ms p99ms (p99ms after the first second)
-# busy% [in-instance p50<=Xms p99<=Yms] | inst nginx redis maria machine" (CPU in µs per answer;
-# the bracket the same requests' time in the instances' handlers, from their metrics), or "void" and why when the
+# busy% [in-instance p50<=Xms p99<=Yms; calls p50<=Xms p99<=Yms] | inst nginx redis maria machine"
+# (CPU in µs per answer; the bracket the same requests' time in the instances' handlers and, for
+# the admissions, their script calls' time, from the instances' metrics), or "void" and why when the
 # client could not keep to the schedule or an answer was not 201/202 (200 for PATH). The first
 # second, while the generator and nginx open their connections, can hold most of the tail.
 open_loop() {
@@ -195,16 +219,16 @@ open_loop() {
 	p99=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
 	rest=$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")
 	read -r i g rd d m busy < <(cpu_per "$s0" "$s1" "$n")
-	printf '%.1f %.1f (%.1f) %s%% [%s] | %.0f %.0f %.0f %.0f %.0f\n' "$p50" "$p99" "$rest" "$busy" \
-		"$(in_instance "$OUT/$name.buckets0" "$OUT/$name.buckets1" "$route")" "$i" "$g" "$rd" "$d" "$m"
+	printf '%.1f %.1f (%.1f) %s%% [%s; %s] | %.0f %.0f %.0f %.0f %.0f\n' "$p50" "$p99" "$rest" "$busy" \
+		"$(timing "$OUT/$name.buckets0" "$OUT/$name.buckets1" "$route")" "$(waited "$s0" "$s1" "$n")" "$i" "$g" "$rd" "$d" "$m"
 }
 
 echo "== $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p'), $(uptime | sed 's/.*load average/load average/')"
 echo "== $ROUNDS rounds of, for each setting: wrk -t2 -c$CONNECTIONS -d${DURATION}s on orders, then on GET /healthz; CPU in µs per answer"
 printf '%-5s %-44s %9s %7s %9s %6s | %s\n' round setting "orders/s" "p99 ms" "healthz/s" ratio \
 	"orders: inst nginx redis maria machine busy% | healthz: inst nginx machine" | tee "$OUT/rounds.txt"
-[[ -z ${RATES:-} ]] || echo "round setting rate: p50ms p99ms (p99ms after the first second) busy [time in the instances' handlers] | µs CPU per admission: inst nginx redis maria machine" >"$OUT/rates.txt"
-[[ -z ${FRACTIONS:-} ]] || echo "round setting fraction: orders rate p50ms p99ms (p99ms after the first second) busy [time in the instances' handlers] | µs CPU per answer: inst nginx redis maria machine || /healthz the same" >"$OUT/fractions.txt"
+[[ -z ${RATES:-} ]] || echo "round setting rate: p50ms p99ms (p99ms after the first second) busy [time in the instances' handlers; the admission script's calls; waits for a core per answer] | µs CPU per admission: inst nginx redis maria machine" >"$OUT/rates.txt"
+[[ -z ${FRACTIONS:-} ]] || echo "round setting fraction: orders rate p50ms p99ms (p99ms after the first second) busy [time in the instances' handlers; the admission script's calls; waits for a core per answer] | µs CPU per answer: inst nginx redis maria machine || /healthz the same" >"$OUT/fractions.txt"
 for ((r = 1; r <= ROUNDS; r++)); do
 	k=0
 	for setting in "$@"; do
