@@ -79,6 +79,8 @@ rm -f "$OUT"/*.pprof "$OUT"/rates.txt "$OUT"/rate-* "$OUT"/fractions.txt "$OUT"/
 source scripts/own-redis.sh
 # shellcheck source=ticks.sh
 source scripts/ticks.sh
+# shellcheck source=timing.sh
+source scripts/timing.sh
 export SECKILL_ORDER_MODE=async SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
 
 # The run's own database, dropped before each setting and at the end: no voucher of the run is
@@ -142,52 +144,6 @@ load() {
 	echo "$rate $p99 $(cpu_per "$s0" "$s1" "$n")"
 }
 
-# scrape FILE: the buckets of every instance's request durations and admission calls
-# (seckill_http_request_duration_seconds, seckill_async_admission_call_seconds).
-scrape() {
-	local u
-	: >"$1"
-	while read -r u; do
-		curl -fsS "$u/metrics" | grep -E '^seckill_(http_request_duration|async_admission_call)_seconds_bucket' >>"$1" || true
-	done <"${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances"
-}
-
-# quantiles BEFORE AFTER LABEL MATCH: the upper bounds of the buckets holding the 50th and 99th
-# percentile of the histogram lines holding MATCH between two scrapes, all instances together:
-# "LABEL p50<=Xms p99<=Yms" (a bucket's bound, not a reading).
-quantiles() {
-	awk -v label="$3" -v match_="$4" '
-		FNR == 1 { f++ }
-		index($0, match_) {
-			match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
-			if (f == 1) c[le] -= $NF; else c[le] += $NF
-			les[le] = 1
-		}
-		END {
-			n = 0; for (le in les) { v = (le == "+Inf") ? 1e99 : le + 0; k[++n] = v; name[v] = le }
-			for (i = 2; i <= n; i++) for (j = i; j > 1 && k[j - 1] > k[j]; j--) { t = k[j]; k[j] = k[j - 1]; k[j - 1] = t }
-			total = c[name[k[n]]]
-			if (total <= 0) { print label ": none"; exit }
-			for (i = 1; i <= n; i++) {
-				if (p50 == "" && c[name[k[i]]] >= 0.5 * total) p50 = name[k[i]]
-				if (p99 == "" && c[name[k[i]]] >= 0.99 * total) p99 = name[k[i]]
-			}
-			printf "%s p50<=%s p99<=%s\n", label, (p50 == "+Inf" ? p50 : p50 * 1000 "ms"), (p99 == "+Inf" ? p99 : p99 * 1000 "ms")
-		}' "$1" "$2"
-}
-
-# timing BEFORE AFTER ROUTE: ROUTE's requests' time in the instances' handlers, and for the
-# orders the admission script's calls' time (none in the synchronous mode).
-timing() {
-	local t c
-	t=$(quantiles "$1" "$2" in-instance "route=\"$3\"")
-	if [[ $3 == POST* ]]; then
-		c=$(quantiles "$1" "$2" calls seckill_async_admission_call_seconds_bucket)
-		[[ $c == *none ]] || t="$t; $c"
-	fi
-	echo "$t"
-}
-
 # open_loop NAME RATE USERBASE [PATH]: bin/harness rate at RATE admissions/s for DURATION s (with
 # PATH, GET PATH at RATE requests/s instead); prints "p50ms p99ms (p99ms after the first second)
 # busy% [in-instance p50<=Xms p99<=Yms; calls p50<=Xms p99<=Yms] | inst nginx redis maria machine"
@@ -199,7 +155,7 @@ open_loop() {
 	local name=$1 rate=$2 ub=$3 path=${4:-} s0 s1 p50 p99 rest n i g rd d m busy what=(-voucher "$voucher" -user-base "$ub") ok='20[12]' okname='201 or 202'
 	local route='POST /api/vouchers/:id/orders'
 	[[ -z $path ]] || what=(-get "$path") ok=200 okname=200 route="GET $path"
-	scrape "$OUT/$name.buckets0"
+	scrape "${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances" "$OUT/$name.buckets0"
 	s0=$(sample)
 	if ! bin/harness rate -url "http://127.0.0.1:$NGINX_PORT" "${what[@]}" -rate "$rate" -duration "${DURATION}s" \
 		-out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1; then
@@ -207,7 +163,7 @@ open_loop() {
 		return
 	fi
 	s1=$(sample)
-	scrape "$OUT/$name.buckets1"
+	scrape "${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances" "$OUT/$name.buckets1"
 	# 202 in async mode, 201 in sync (200 for PATH): every answer must be one of them. The run's
 	# own fields are the JSON's two-space-indented lines; its seconds' fields sit deeper.
 	n=$(sed -n 's/^ *"'"$ok"'": *\([0-9]*\).*/\1/p' "$OUT/$name.json" | awk '{ n += $1 } END { print n + 0 }')

@@ -20,7 +20,9 @@
 #      connection sweep) for DURATION seconds, latency from each request's due time (harness rate);
 #      the p99 of the whole run is judged, that of the requests due after its first second printed.
 #      Then the control: GET /healthz in the same open loop at 80% of its own best point
-#      (harness rate -get), printed beside the admissions' p99, not judged.
+#      (harness rate -get), printed beside the admissions' p99, not judged. For both, the time
+#      spent inside the instances (their handlers, and the admission script's calls), from the
+#      instances' histograms scraped around the load (scripts/timing.sh), printed.
 #   4. async, 2 instances: a sale of SALE seconds at 50% of that ceiling, open loop, with each
 #      instance's RSS and Go heap, Redis's memory and the stream's length sampled every 10 s.
 #   5. points.csv → the chart (harness chart → docs/loadtest-scaling.svg unless CHART is set)
@@ -92,6 +94,8 @@ end_sales() {
 source scripts/own-redis.sh
 # shellcheck source=ticks.sh
 source scripts/ticks.sh
+# shellcheck source=timing.sh
+source scripts/timing.sh
 trap 'cleanup; end_sales || true; own_redis_stop' EXIT
 [[ -n ${SECKILL_REDIS_ADDR:-} ]] || own_redis_start scaling "${SCALING_REDIS_PORT:-16389}" "$OUT/redis"
 REDIS_ADDR=$SECKILL_REDIS_ADDR
@@ -245,8 +249,12 @@ if [[ -n $async_ceiling ]]; then
 	# A client that cannot send on schedule voids the figure (harness rate fails): the summary
 	# then says so instead of a p99, and the run goes on.
 	cpu0=$(instance_cpu)
+	scrape "$RUN/instances" "$OUT/rate80.buckets0"
 	if bin/harness rate -url "$BASE" -voucher "$voucher" -rate "$rate80" -duration "${DURATION}s" -user-base 7000000000 \
 		-out "$OUT/rate80.json" >"$OUT/rate80.txt" 2>&1; then
+		# Where the admissions spent their time inside the instances (printed, not judged).
+		scrape "$RUN/instances" "$OUT/rate80.buckets1"
+		inside_80=$(timing "$OUT/rate80.buckets0" "$OUT/rate80.buckets1" "POST /api/vouchers/:id/orders")
 		# The run's p99 (two spaces in), not one of its seconds' (deeper).
 		p99_80=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
 		p99_80_rest=$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
@@ -267,9 +275,12 @@ if [[ -n $async_ceiling ]]; then
 	h80=$(awk -v c="${healthz_best:-0}" 'BEGIN { printf "%d", 0.8 * c }')
 	if ((h80 > 0)); then
 		log "async, 2 instances: the control, GET /healthz in an open loop at 80% of its best ($h80/s) for ${DURATION}s"
+		scrape "$RUN/instances" "$OUT/healthz80.buckets0"
 		if bin/harness rate -url "$BASE" -get /healthz -rate "$h80" -duration "${DURATION}s" \
 			-out "$OUT/healthz80.json" >"$OUT/healthz80.txt" 2>&1 &&
 			[[ $(sed -n 's/^ *"200": *\([0-9]*\).*/\1/p' "$OUT/healthz80.json") == "$(sed -n 's/^  "sent": *\([0-9]*\).*/\1/p' "$OUT/healthz80.json")" ]]; then
+			scrape "$RUN/instances" "$OUT/healthz80.buckets1"
+			inside_h80=$(timing "$OUT/healthz80.buckets0" "$OUT/healthz80.buckets1" "GET /healthz")
 			p99_h80=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/healthz80.json")
 			p99_h80_rest=$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/healthz80.json")
 		else
@@ -313,7 +324,7 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 
 {
 	echo "scaling summary ($(date -u +%FT%TZ), $(nproc) cores, $(machine) after)"
-	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v k="$kept" -v p="${p99_80:-}" -v pr="${p99_80_rest:-}" -v ph="${p99_h80:-}" -v phr="${p99_h80_rest:-}" -v hr="${h80:-0}" -v c="$CONNECTIONS" \
+	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v k="$kept" -v p="${p99_80:-}" -v pr="${p99_80_rest:-}" -v pt="${inside_80:-}" -v ph="${p99_h80:-}" -v phr="${p99_h80_rest:-}" -v pht="${inside_h80:-}" -v hr="${h80:-0}" -v c="$CONNECTIONS" \
 		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" -v sab="${sync_at_async_best:-0}" -v hbb="${healthz_best:-0}" -v hbc="${healthz_best_c:-0}" \
 		-v adj="$(tr '\n' ' ' <"$OUT/adjacent.csv" 2>/dev/null)" -v dur="$DURATION" 'BEGIN {
 		printf "  at %d connections, 2 instances: sync %.1f orders/s, async %.1f admissions/s, GET /healthz %.1f/s\n", c, s, a, h
@@ -350,8 +361,10 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 		if (p == "void") printf "  admission p99 at 80%% of the ceiling  void: the client could not send on schedule (run/scaling/rate80.txt)\n"
 		else if (p != "") printf "  admission p99 at 80%% of the ceiling  %.2f ms  (goal <= 20 ms)  %s\n", p, p <= 20 ? "met" : "NOT met"
 		if (p != "void" && pr != "") printf "    of the requests due after its first second: %.2f ms  (not judged: a cluster just up is slower for a second; docs/loadtest-journal.md)\n", pr
+		if (p != "void" && pt != "") printf "    inside the instances (bucket bounds of their histograms): %s\n", pt
 		if (ph == "void") printf "    the control, GET /healthz at 80%% of its best (%d/s)  void: the client could not send on schedule, or an answer was not 200 (run/scaling/healthz80.txt)\n", hr
 		else if (ph != "") printf "    the control, GET /healthz at 80%% of its best (%d/s)  p99 %.2f ms, %.2f ms after its first second  (not judged: the same goal for the trivial endpoint)\n", hr, ph, phr
+		if (ph != "void" && pht != "") printf "      inside the instances: %s\n", pht
 	}'
 	if [[ -s $OUT/memory.csv ]]; then
 		# The first sample, the one at 60 s (after the warm-up's growth) when the sale lasts longer,
