@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -71,4 +73,26 @@ func TestRequestDuration(t *testing.T) {
 		{api.RouteUnmatched, "405"}:              1,
 	}, got)
 	assert.GreaterOrEqual(t, orderSeconds, 2*handlerTime.Seconds(), "the orders' time includes the service's")
+}
+
+// BenchmarkRequestTiming: what timing a request costs the handler chain, against the same
+// server untimed, on an order answered by a fake service (docs/loadtest.md, "Where the
+// admission's own tail is").
+func BenchmarkRequestTiming(b *testing.B) {
+	for _, timed := range []bool{false, true} {
+		name := "untimed"
+		cfg := api.Config{}
+		if timed {
+			name, cfg.Timing = "timed", api.NewMetrics(prometheus.NewRegistry())
+		}
+		b.Run(name, func(b *testing.B) {
+			h := api.NewServer(discardLog(), cfg, &fakeVouchers{}, &fakeOrders{id: 1})
+			req := httptest.NewRequest(http.MethodPost, "/api/vouchers/1/orders", nil)
+			req.Header.Set(api.HeaderUserID, "7")
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
 }
