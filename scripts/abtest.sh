@@ -155,7 +155,7 @@ open_loop() {
 	local name=$1 rate=$2 ub=$3 path=${4:-} s0 s1 p50 p99 rest n i g rd d m busy what=(-voucher "$voucher" -user-base "$ub") ok='20[12]' okname='201 or 202'
 	local route='POST /api/vouchers/:id/orders'
 	[[ -z $path ]] || what=(-get "$path") ok=200 okname=200 route="GET $path"
-	scrape "${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances" "$OUT/$name.buckets0"
+	scrape "$run/instances" "$OUT/$name.buckets0"
 	s0=$(sample)
 	if ! bin/harness rate -url "http://127.0.0.1:$NGINX_PORT" "${what[@]}" -rate "$rate" -duration "${DURATION}s" \
 		-out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1; then
@@ -163,7 +163,7 @@ open_loop() {
 		return
 	fi
 	s1=$(sample)
-	scrape "${CLUSTER_RUN_DIR:-$ROOT/run/cluster}/instances" "$OUT/$name.buckets1"
+	scrape "$run/instances" "$OUT/$name.buckets1"
 	# 202 in async mode, 201 in sync (200 for PATH): every answer must be one of them. The run's
 	# own fields are the JSON's two-space-indented lines; its seconds' fields sit deeper.
 	n=$(sed -n 's/^ *"'"$ok"'": *\([0-9]*\).*/\1/p' "$OUT/$name.json" | awk '{ n += $1 } END { print n + 0 }')

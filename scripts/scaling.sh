@@ -242,6 +242,26 @@ for row in csv.DictReader(open(os.path.join(out, "points.csv"))):
         best = max(best, (float(row["ok_per_sec"]) * d - json.load(open(f))["backlogAtStart"]) / (d + 1))
 print("%.1f" % best)' "$OUT" "$DURATION" 2>/dev/null || echo 0)
 
+# open_loop80 NAME ROUTE OK ARGS...: bin/harness rate ARGS... for DURATION s into $OUT/NAME.json
+# and $OUT/NAME.txt, the instances' histograms scraped around it (scripts/timing.sh); prints "p99
+# p99-after-the-first-second time-inside-the-instances", or "void" when the client could not send
+# on schedule or, with OK (a status code), an answer was not OK.
+open_loop80() {
+	local name=$1 route=$2 ok=$3
+	shift 3
+	scrape "$RUN/instances" "$OUT/$name.buckets0"
+	if ! bin/harness rate -url "$BASE" "$@" -duration "${DURATION}s" -out "$OUT/$name.json" >"$OUT/$name.txt" 2>&1 ||
+		[[ -n $ok && $(sed -n 's/^ *"'"$ok"'": *\([0-9]*\).*/\1/p' "$OUT/$name.json") != "$(sed -n 's/^  "sent": *\([0-9]*\).*/\1/p' "$OUT/$name.json")" ]]; then
+		echo void
+		return
+	fi
+	scrape "$RUN/instances" "$OUT/$name.buckets1"
+	# The run's p99 (two spaces in), not one of its seconds' (deeper).
+	echo "$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")" \
+		"$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/$name.json")" \
+		"$(timing "$OUT/$name.buckets0" "$OUT/$name.buckets1" "$route")"
+}
+
 if [[ -n $async_ceiling ]]; then
 	up async 2
 	rate80=$(awk -v c="$async_best" 'BEGIN { printf "%d", 0.8 * c }')
@@ -249,18 +269,8 @@ if [[ -n $async_ceiling ]]; then
 	# A client that cannot send on schedule voids the figure (harness rate fails): the summary
 	# then says so instead of a p99, and the run goes on.
 	cpu0=$(instance_cpu)
-	scrape "$RUN/instances" "$OUT/rate80.buckets0"
-	if bin/harness rate -url "$BASE" -voucher "$voucher" -rate "$rate80" -duration "${DURATION}s" -user-base 7000000000 \
-		-out "$OUT/rate80.json" >"$OUT/rate80.txt" 2>&1; then
-		# Where the admissions spent their time inside the instances (printed, not judged).
-		scrape "$RUN/instances" "$OUT/rate80.buckets1"
-		inside_80=$(timing "$OUT/rate80.buckets0" "$OUT/rate80.buckets1" "POST /api/vouchers/:id/orders")
-		# The run's p99 (two spaces in), not one of its seconds' (deeper).
-		p99_80=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
-		p99_80_rest=$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/rate80.json")
-	else
-		p99_80=void
-	fi
+	read -r p99_80 p99_80_rest inside_80 <<<"$(open_loop80 rate80 "POST /api/vouchers/:id/orders" "" \
+		-voucher "$voucher" -rate "$rate80" -user-base 7000000000)"
 	awk -v t=$(($(instance_cpu) - cpu0)) -v hz="$HZ" -v n=$((rate80 * DURATION)) \
 		'BEGIN { printf "instances %.0f µs CPU/2xx in the open loop\n", 1e6 * t / hz / n }' >>"$OUT/rate80.txt"
 	cat "$OUT/rate80.txt"
@@ -275,17 +285,7 @@ if [[ -n $async_ceiling ]]; then
 	h80=$(awk -v c="${healthz_best:-0}" 'BEGIN { printf "%d", 0.8 * c }')
 	if ((h80 > 0)); then
 		log "async, 2 instances: the control, GET /healthz in an open loop at 80% of its best ($h80/s) for ${DURATION}s"
-		scrape "$RUN/instances" "$OUT/healthz80.buckets0"
-		if bin/harness rate -url "$BASE" -get /healthz -rate "$h80" -duration "${DURATION}s" \
-			-out "$OUT/healthz80.json" >"$OUT/healthz80.txt" 2>&1 &&
-			[[ $(sed -n 's/^ *"200": *\([0-9]*\).*/\1/p' "$OUT/healthz80.json") == "$(sed -n 's/^  "sent": *\([0-9]*\).*/\1/p' "$OUT/healthz80.json")" ]]; then
-			scrape "$RUN/instances" "$OUT/healthz80.buckets1"
-			inside_h80=$(timing "$OUT/healthz80.buckets0" "$OUT/healthz80.buckets1" "GET /healthz")
-			p99_h80=$(sed -n 's/^  "p99Ms": *\([0-9.]*\).*/\1/p' "$OUT/healthz80.json")
-			p99_h80_rest=$(sed -n 's/^  "p99AfterFirstSecondMs": *\([0-9.]*\).*/\1/p' "$OUT/healthz80.json")
-		else
-			p99_h80=void
-		fi
+		read -r p99_h80 p99_h80_rest inside_h80 <<<"$(open_loop80 healthz80 "GET /healthz" 200 -get /healthz -rate "$h80")"
 		cat "$OUT/healthz80.txt"
 	fi
 
