@@ -61,7 +61,7 @@ func TestUpConcurrentMySQL(t *testing.T) {
 // outlast it: a migration's DDL on a busy Oracle MySQL took longer than 500 ms on its own in a
 // CI run, and a statement slower than the DSN's read timeout fails whatever the lock does.
 func TestUpWaitsForTheLockBeyondReadTimeout(t *testing.T) {
-	for _, readTimeout := range []time.Duration{2 * time.Second, 500 * time.Millisecond} {
+	for _, readTimeout := range []time.Duration{2 * time.Second, 900 * time.Millisecond} {
 		t.Run(readTimeout.String(), func(t *testing.T) { upWaitsForTheLock(t, readTimeout) })
 	}
 }

@@ -369,7 +369,8 @@ func orderAlone(t *testing.T, base string, vid, user int64) (code, orderID strin
 // address the server logs, and learns that the unlock succeeded from the log too: an unlock
 // that fails is logged ("unlock failed", "no longer ours"), and it runs before the answer.
 func TestGracefulShutdownFinishesInFlightOrder(t *testing.T) {
-	s := startServe(t, withEnv(nil, "SECKILL_ORDER_DELAY", "300ms"))
+	// Long enough for the test to see the lock on a loaded machine; within the 2 s deadline.
+	s := startServe(t, withEnv(nil, "SECKILL_ORDER_DELAY", "1s"))
 	m := regexp.MustCompile(`miniredis\) at (127\.0\.0\.1:\d+)`).FindStringSubmatch(s.log.String())
 	require.NotNil(t, m, "no embedded Redis address in the log:\n%s", s.log)
 	rdb := redis.NewClient(&redis.Options{Addr: m[1]})

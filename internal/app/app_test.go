@@ -113,9 +113,9 @@ func TestRedLockQuorum(t *testing.T) {
 		t.Cleanup(st.Close)
 		return st
 	}
-	// A 1 s order deadline, so 250 ms a node: long enough for the nodes that are up to
+	// A 2 s order deadline, so 500 ms a node: long enough for the nodes that are up to
 	// answer on a loaded machine, and twice it (lock and unlock) far over refusedBound.
-	cfg := app.Config{Lock: "redlock", Order: order.Config{LockTTL: 2 * time.Second, Timeout: time.Second}}
+	cfg := app.Config{Lock: "redlock", Order: order.Config{LockTTL: 4 * time.Second, Timeout: 2 * time.Second}}
 
 	nodes[3].Close()
 	nodes[4].Close() // three of five: a quorum
@@ -125,7 +125,7 @@ func TestRedLockQuorum(t *testing.T) {
 	assert.Equal(t, "ok", readyChecks(t, inst, http.StatusOK)["lock"])
 	// An order takes the lock on the three nodes left without waiting on the two that are
 	// gone: each refused dial counts as that node's refusal at once. With go-redis's default
-	// of five dials 100 ms apart every order waited for the nodes' whole timeout (0.25 s
+	// of five dials 100 ms apart every order waited for the nodes' whole timeout (0.5 s
 	// here), so the fastest of three orders staying far under it shows the one dial; the
 	// fastest, so that one order slowed by a loaded machine does not fail the test.
 	vid := newVoucher(t, inst, 10)

@@ -42,7 +42,7 @@ func TestTokensMatchTheLocks(t *testing.T) {
 			lctx, cancel := context.WithTimeout(ctx, LockConnectTimeout)
 			defer cancel()
 			g, err := kind.New(LockEnv{Ctx: lctx, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Redis: rdb, RedisPool: 8,
-				DB: sqlDB, Dialect: db.Dialect, Process: lock.NewProcessID(), OrderTimeout: time.Second, Stores: st})
+				DB: sqlDB, Dialect: db.Dialect, Process: lock.NewProcessID(), OrderTimeout: order.DefaultTimeout, Stores: st})
 			testenv.NeedLockServer(t, err)
 			require.NoError(t, err)
 			if g.Close != nil {

@@ -54,7 +54,6 @@ func TestNextUniqueAcrossEmptyRestart(t *testing.T) {
 	client := srv.Client()
 	g := idgen.New(client, "order")
 	ctx := context.Background()
-	startOfSecond(t, client) // the whole second for the ids and the restart
 
 	seen := map[int64]bool{}
 	issue := func(n int) (first, last int64) {
@@ -70,13 +69,21 @@ func TestNextUniqueAcrossEmptyRestart(t *testing.T) {
 		}
 		return first, last
 	}
-	_, lastBefore := issue(120)
-	srv.Restart()
-	firstAfter, _ := issue(120)
-
-	require.Equal(t, lastBefore>>32, firstAfter>>32,
-		"precondition: the restart took under a second, so the ids before and after share their time part")
-	assert.Greater(t, firstAfter, lastBefore)
+	// The ids before and after must share their time part (the restart within one second);
+	// a loaded machine may take longer for once, so the case is tried up to three times, each
+	// from the start of a second, and the ids of every attempt are checked for repeats.
+	for attempt := 1; ; attempt++ {
+		startOfSecond(t, client) // the whole second for the ids and the restart
+		_, lastBefore := issue(120)
+		srv.Restart()
+		firstAfter, _ := issue(120)
+		if lastBefore>>32 == firstAfter>>32 {
+			assert.Greater(t, firstAfter, lastBefore)
+			return
+		}
+		require.Less(t, attempt, 3, "precondition: in none of three attempts did the restart take under a second")
+		t.Logf("attempt %d: the restart crossed a second; again", attempt)
+	}
 }
 
 // startOfSecond waits until the Redis server's clock has just entered a new second.

@@ -19,8 +19,11 @@ func ExampleRedLock() {
 		defer done()
 		nodes = append(nodes, rdb)
 	}
-	a := lock.NewRedLocks(nodes, lock.NewProcessID(), lock.RedLockOptions{}) // one per process
-	b := lock.NewRedLocks(nodes, lock.NewProcessID(), lock.RedLockOptions{}) // another process
+	// NodeTimeout bounds each node's answer (default 50 ms, for nodes on a network of their
+	// own); here the nodes share a test process with the other tests, so a second.
+	opts := lock.RedLockOptions{NodeTimeout: time.Second}
+	a := lock.NewRedLocks(nodes, lock.NewProcessID(), opts) // one per process
+	b := lock.NewRedLocks(nodes, lock.NewProcessID(), opts) // another process
 
 	l := a.RedLock("order:user:42")
 	ok, err := l.TryLock(ctx, 10*time.Second)

@@ -19,6 +19,7 @@ import (
 // reused while the server keeps them, and no answer reported as an error.
 func TestLeanClient(t *testing.T) {
 	var conns atomic.Int32
+	release := make(chan struct{}) // /slow answers only when the test ends
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method != http.MethodPost || r.Header.Get("X-User-ID") == "" || r.ContentLength != 0:
@@ -36,7 +37,7 @@ func TestLeanClient(t *testing.T) {
 			c, _, _ := w.(http.Hijacker).Hijack()
 			_ = c.Close()
 		case r.URL.Path == "/slow":
-			time.Sleep(300 * time.Millisecond)
+			<-release
 		default:
 			w.WriteHeader(http.StatusCreated)
 			_, _ = w.Write([]byte(`{"orderId":"` + r.Header.Get("X-User-ID") + `"}`))
@@ -49,8 +50,9 @@ func TestLeanClient(t *testing.T) {
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before Close, which waits for /slow
 
-	l, err := newLeanClient(srv.URL, 100*time.Millisecond, 4, 0)
+	l, err := newLeanClient(srv.URL, time.Second, 4, 0)
 	require.NoError(t, err)
 	for i := range 5 {
 		status, body, err := l.post("/api/vouchers/1/orders", int64(40+i))

@@ -85,7 +85,7 @@ func TestOpenLoopSendsEveryUserOnce(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoop(context.Background(), srv.URL, 7, "", 400, 250*time.Millisecond, 100, 64, 8)
+	res, err := openLoop(context.Background(), srv.URL, 7, "", 400, 250*time.Millisecond, 100, 128, 8)
 	require.NoError(t, err)
 	close(users)
 	seen := map[string]bool{}
@@ -115,7 +115,7 @@ func TestOpenLoopGet(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	res, err := openLoop(context.Background(), srv.URL, 0, "/healthz", 400, 250*time.Millisecond, 100, 64, 8)
+	res, err := openLoop(context.Background(), srv.URL, 0, "/healthz", 400, 250*time.Millisecond, 100, 128, 8)
 	require.NoError(t, err)
 	assert.Zero(t, bad.Load(), "a request that was not a bare GET /healthz")
 	assert.Equal(t, 100, res.Sent)
@@ -148,7 +148,7 @@ func TestOpenLoopSplitsBySecondDue(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Users 1-100 are due in the first second, 101-200 in the second: ten of those stall.
 		if u, _ := strconv.Atoi(r.Header.Get("X-User-ID")); u > 100 && u <= 110 {
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(time.Second)
 		}
 		w.WriteHeader(http.StatusAccepted)
 	}))
@@ -159,11 +159,11 @@ func TestOpenLoopSplitsBySecondDue(t *testing.T) {
 	require.Len(t, res.Seconds, 2)
 	assert.Equal(t, 100, res.Seconds[0].Sent)
 	assert.Equal(t, 100, res.Seconds[1].Sent)
-	assert.Less(t, res.Seconds[0].MaxMs, 300.0, "the first second's answers did not stall")
-	assert.GreaterOrEqual(t, res.Seconds[1].MaxMs, 300.0)
-	assert.GreaterOrEqual(t, res.Seconds[1].P99Ms, 300.0, "a tenth of the second second stalled")
+	assert.Less(t, res.Seconds[0].MaxMs, 1000.0, "the first second's answers did not stall")
+	assert.GreaterOrEqual(t, res.Seconds[1].MaxMs, 1000.0)
+	assert.GreaterOrEqual(t, res.Seconds[1].P99Ms, 1000.0, "a tenth of the second second stalled")
 	assert.Equal(t, res.MaxMs, res.Seconds[1].MaxMs)
-	assert.GreaterOrEqual(t, res.P99AfterFirstSecondMs, 300.0, "the stall is after the first second")
+	assert.GreaterOrEqual(t, res.P99AfterFirstSecondMs, 1000.0, "the stall is after the first second")
 }
 
 // TestOpenLoopP99AfterTheFirstSecond: a stall in the first second counts in the run's p99 and
@@ -172,7 +172,7 @@ func TestOpenLoopP99AfterTheFirstSecond(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Users 1-100 are due in the first second, 101-200 in the second: ten of the first stall.
 		if u, _ := strconv.Atoi(r.Header.Get("X-User-ID")); u <= 10 {
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(time.Second)
 		}
 		w.WriteHeader(http.StatusAccepted)
 	}))
@@ -180,8 +180,8 @@ func TestOpenLoopP99AfterTheFirstSecond(t *testing.T) {
 
 	res, err := openLoop(context.Background(), srv.URL, 7, "", 100, 2*time.Second, 1, 256, 64)
 	require.NoError(t, err)
-	assert.GreaterOrEqual(t, res.P99Ms, 300.0, "5 % of the run stalled")
-	assert.Less(t, res.P99AfterFirstSecondMs, 300.0, "nothing after the first second stalled")
+	assert.GreaterOrEqual(t, res.P99Ms, 1000.0, "5 % of the run stalled")
+	assert.Less(t, res.P99AfterFirstSecondMs, 1000.0, "nothing after the first second stalled")
 	assert.Greater(t, res.P99AfterFirstSecondMs, 0.0)
 }
 
