@@ -107,7 +107,7 @@ func TestFairLockIgnoresAStaleHandover(t *testing.T) {
 // Lost() at once, and the watchdog's first renewal got a deadline already past and reported
 // the hold lost.
 func TestFairHandoverAsTheWaitRunsOut(t *testing.T) {
-	const lease, wait = 300 * time.Millisecond, 600 * time.Millisecond
+	const lease, wait = time.Second, 1500 * time.Millisecond // room for a loaded machine before the first renewal
 	for _, tc := range []struct {
 		name  string
 		opts  Options

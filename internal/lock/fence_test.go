@@ -144,7 +144,7 @@ func TestTakeoverAfterExpiryGetsALargerToken(t *testing.T) {
 		// A's hold ends on its own clock with the lease, and Token then answers 0: the lease
 		// leaves room for a loaded machine between the take and the read (50 ms did not,
 		// once, under make test-integration's parallel packages).
-		ok, err := a.tryFixed(ctx, 300*time.Millisecond)
+		ok, err := a.tryFixed(ctx, time.Second)
 		require.NoError(t, err)
 		require.True(t, ok)
 		stale := a.Token()

@@ -37,8 +37,8 @@ func TestRetry(t *testing.T) {
 		{name: "wait 0 tries once", wait: 0, script: []answer{no, yes}, wantCalls: 1},
 		{name: "a final error stops it", wait: time.Minute, script: []answer{no, {err: errFinal}, yes}, wantErr: errFinal, wantCalls: 2},
 		{name: "a retryable error goes on", wait: time.Minute, script: []answer{{err: errAgain}, no, yes}, wantOK: true, wantCalls: 3},
-		{name: "wait runs out", wait: 20 * time.Millisecond, script: []answer{no}, wantCalls: 2, atLeast: true},
-		{name: "wait runs out on a retryable error", wait: 20 * time.Millisecond, script: []answer{no, {err: errAgain}}, wantErr: errAgain, wantCalls: 2, atLeast: true},
+		{name: "wait runs out", wait: 200 * time.Millisecond, script: []answer{no}, wantCalls: 2, atLeast: true},
+		{name: "wait runs out on a retryable error", wait: 200 * time.Millisecond, script: []answer{no, {err: errAgain}}, wantErr: errAgain, wantCalls: 2, atLeast: true},
 		{name: "ctx ends", ctx: canceled, wait: -1, script: []answer{no}, wantErr: context.Canceled, wantCalls: 1},
 	}
 	for _, tt := range tests {
