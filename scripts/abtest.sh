@@ -13,7 +13,10 @@
 # gate; CLUSTER_GOMAXPROCS=2 two Ps per instance; AB_REDIS_PRIORITY=fifo runs the run's own
 # redis-server under the real-time policy SCHED_FIFO, so it runs whenever it has work instead of
 # waiting for a core behind the instances, nginx and the load generator, and AB_REDIS_PRIORITY=-10,
-# say, renices it instead). Each round, for
+# say, renices it instead; AB_PIN=1 gives nginx and the instances the first half of the cores and
+# the run's Redis, the machine's MariaDB and the load generators (wrk, bin/harness) the other half,
+# with taskset, as if the stores and the clients ran on machines of their own: MariaDB's affinity
+# is set back to every core by the next setting and at exit). Each round, for
 # each setting in turn: a fresh redis-server of the run's own, scripts/cluster.sh up (two
 # instances behind nginx, async, a fresh database), a voucher with more stock than can sell,
 # then wrk through nginx, CONNECTIONS connections in a closed loop for DURATION seconds on
@@ -87,8 +90,18 @@ export SECKILL_ORDER_MODE=async SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TO
 # left on sale for another async instance on it to load.
 DB=$(sed -n 's|.*/\([A-Za-z_0-9]*\)?.*|\1|p' <<<"$LOADTEST_DSN")
 [[ $DB == seckill_* ]] || { echo "abtest: LOADTEST_DSN must name a database seckill_*, the run's own (it is dropped)" >&2; exit 2; }
+# The cores of AB_PIN=1: the service's (nginx, the instances) and the rest's (stores, clients).
+NCPU=$(nproc)
+ALL_CPUS=0-$((NCPU - 1)) SERVICE_CPUS=0-$((NCPU / 2 - 1)) REST_CPUS=$((NCPU / 2))-$((NCPU - 1))
+# pin_rest CPUS: the run's Redis, MariaDB and this script (so the load generators it starts) on CPUS.
+pin_rest() {
+	taskset -a -c -p "$1" "$own_redis_pid" >/dev/null
+	taskset -a -c -p "$1" "$(listener_pid 3306)" >/dev/null
+	taskset -c -p "$1" $$ >/dev/null
+}
 stop() {
 	scripts/cluster.sh down >/dev/null 2>&1 || true
+	[[ -z $(listener_pid 3306) ]] || taskset -a -c -p "$ALL_CPUS" "$(listener_pid 3306)" >/dev/null 2>&1 || true
 	own_redis_stop
 	mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB" 2>/dev/null || true
 }
@@ -199,8 +212,19 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		-[0-9]* | [0-9]*) renice -n "$prio" -p "$own_redis_pid" >/dev/null ;;
 		*) echo "abtest: AB_REDIS_PRIORITY is fifo or a nice value, not $prio" >&2; exit 2 ;;
 		esac
+		pin=$(sed -n 's/.*\bAB_PIN=\([^ ]*\).*/\1/p' <<<"$setting")
+		service_cpus=$ALL_CPUS
+		case $pin in
+		'' | 0) pin_rest "$ALL_CPUS" ;;
+		1)
+			((NCPU >= 2)) || { echo "abtest: AB_PIN=1 needs two cores or more" >&2; exit 2; }
+			pin_rest "$REST_CPUS"
+			service_cpus=$SERVICE_CPUS
+			;;
+		*) echo "abtest: AB_PIN is 1 or 0, not $pin" >&2; exit 2 ;;
+		esac
 		# shellcheck disable=SC2086 # the setting's assignments, split on purpose
-		env $setting scripts/cluster.sh up >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
+		(taskset -c -p "$service_cpus" $BASHPID >/dev/null && exec env $setting scripts/cluster.sh up) >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
 		now=$(date -u +%s)
 		voucher=$(curl -fsS -X POST "http://127.0.0.1:$NGINX_PORT/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" -H "Content-Type: application/json" \
 			-d "{\"title\":\"abtest $now\",\"stock\":100000000,\"beginTime\":\"$(date -u -d @$((now - 60)) +%FT%TZ)\",\"endTime\":\"$(date -u -d @$((now + 3600)) +%FT%TZ)\"}" |
