@@ -38,6 +38,7 @@
 #                       0 with SECKILL_ORDER_MODE=async, whose orders hold no connection)
 #   CLUSTER_NGINX_ACCESS_LOG  1: log every request with its upstream attempts to
 #                       <run dir>/nginx/logs/access.log (default 0: no access log)
+#   CLUSTER_NGINX_WORKERS  nginx's worker processes (default: the config's, auto: one a core)
 #   SECKILL_MYSQL_DSN   go-sql-driver DSN; the database is created if missing
 #                       (default root:@tcp(127.0.0.1:3306)/seckill_loadtest?parseTime=true&loc=UTC)
 #   SECKILL_REDIS_ADDR  (default 127.0.0.1:6379, unless SECKILL_REDIS_SENTINEL is set)
@@ -240,6 +241,11 @@ cmd_up() {
 	mkdir -p "$n/conf" "$n/logs"
 	sed "s/^\([[:space:]]*\)listen 8080\([ ;]\)/\1listen $NGINX_ADDR\2/" "$ROOT/deploy/nginx/nginx.conf" >"$n/conf/nginx.conf"
 	grep -q "listen $NGINX_ADDR[ ;]" "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'listen 8080' line to pin to loopback"
+	if [[ -n ${CLUSTER_NGINX_WORKERS:-} ]]; then
+		[[ $CLUSTER_NGINX_WORKERS =~ ^[1-9][0-9]*$ ]] || die "CLUSTER_NGINX_WORKERS is a number of processes, not $CLUSTER_NGINX_WORKERS"
+		sed -i "s/^worker_processes [^;]*;/worker_processes $CLUSTER_NGINX_WORKERS;/" "$n/conf/nginx.conf"
+		grep -q "^worker_processes $CLUSTER_NGINX_WORKERS;" "$n/conf/nginx.conf" || die "deploy/nginx/nginx.conf has no 'worker_processes' line to set"
+	fi
 	if [[ ${CLUSTER_NGINX_ACCESS_LOG:-0} == 1 ]]; then
 		# One line per request with every upstream attempt: make chaos reads it (docs/chaos.md).
 		awk -v q="'" '/^[[:space:]]*access_log off;/ {
