@@ -84,24 +84,17 @@ source scripts/own-redis.sh
 source scripts/ticks.sh
 # shellcheck source=timing.sh
 source scripts/timing.sh
+# shellcheck source=pin.sh
+source scripts/pin.sh
 export SECKILL_ORDER_MODE=async SECKILL_MYSQL_DSN=$LOADTEST_DSN SECKILL_ADMIN_TOKEN=$ADMIN_TOKEN
 
 # The run's own database, dropped before each setting and at the end: no voucher of the run is
 # left on sale for another async instance on it to load.
 DB=$(sed -n 's|.*/\([A-Za-z_0-9]*\)?.*|\1|p' <<<"$LOADTEST_DSN")
 [[ $DB == seckill_* ]] || { echo "abtest: LOADTEST_DSN must name a database seckill_*, the run's own (it is dropped)" >&2; exit 2; }
-# The cores of AB_PIN=1: the service's (nginx, the instances) and the rest's (stores, clients).
-NCPU=$(nproc)
-ALL_CPUS=0-$((NCPU - 1)) SERVICE_CPUS=0-$((NCPU / 2 - 1)) REST_CPUS=$((NCPU / 2))-$((NCPU - 1))
-# pin_rest CPUS: the run's Redis, MariaDB and this script (so the load generators it starts) on CPUS.
-pin_rest() {
-	taskset -a -c -p "$1" "$own_redis_pid" >/dev/null
-	taskset -a -c -p "$1" "$(listener_pid 3306)" >/dev/null
-	taskset -c -p "$1" $$ >/dev/null
-}
 stop() {
 	scripts/cluster.sh down >/dev/null 2>&1 || true
-	[[ -z $(listener_pid 3306) ]] || taskset -a -c -p "$ALL_CPUS" "$(listener_pid 3306)" >/dev/null 2>&1 || true
+	pin_undo
 	own_redis_stop
 	mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS $DB" 2>/dev/null || true
 }
@@ -213,13 +206,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		*) echo "abtest: AB_REDIS_PRIORITY is fifo or a nice value, not $prio" >&2; exit 2 ;;
 		esac
 		pin=$(sed -n 's/.*\bAB_PIN=\([^ ]*\).*/\1/p' <<<"$setting")
-		service_cpus=$ALL_CPUS
+		service_cpus=$PIN_ALL
 		case $pin in
-		'' | 0) pin_rest "$ALL_CPUS" ;;
+		'' | 0) pin_rest "$PIN_ALL" "$own_redis_pid" ;;
 		1)
-			((NCPU >= 2)) || { echo "abtest: AB_PIN=1 needs two cores or more" >&2; exit 2; }
-			pin_rest "$REST_CPUS"
-			service_cpus=$SERVICE_CPUS
+			pin_check
+			pin_rest "$PIN_REST" "$own_redis_pid"
+			service_cpus=$PIN_SERVICE
 			;;
 		*) echo "abtest: AB_PIN is 1 or 0, not $pin" >&2; exit 2 ;;
 		esac

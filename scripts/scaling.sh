@@ -43,6 +43,9 @@
 #   SCALING_REDIS_PORT  the run's own redis-server (default 16389; scripts/own-redis.sh), unless
 #                     SECKILL_REDIS_ADDR names one to use instead
 #   LOADTEST_DSN      the service's database (default .../seckill_scaling: its own, see below)
+#   SCALING_PIN=1     nginx and the instances on the first half of the cores, MariaDB, the run's
+#                     Redis and the load generators on the other half (scripts/pin.sh; the
+#                     stores and the clients as if on machines of their own); default 0: shared
 #   BASELINE_DSN, CLUSTER_BASE_PORT, CLUSTER_NGINX_PORT   as for scripts/loadtest.sh
 set -euo pipefail
 
@@ -96,15 +99,30 @@ source scripts/own-redis.sh
 source scripts/ticks.sh
 # shellcheck source=timing.sh
 source scripts/timing.sh
-trap 'cleanup; end_sales || true; own_redis_stop' EXIT
+# shellcheck source=pin.sh
+source scripts/pin.sh
+trap 'cleanup; end_sales || true; own_redis_stop; pin_undo' EXIT
 [[ -n ${SECKILL_REDIS_ADDR:-} ]] || own_redis_start scaling "${SCALING_REDIS_PORT:-16389}" "$OUT/redis"
 REDIS_ADDR=$SECKILL_REDIS_ADDR
+SERVICE_CPUS=$PIN_ALL
+TOPOLOGY="nginx, the instances, MariaDB, Redis and wrk on one machine"
+case ${SCALING_PIN:-0} in
+0) ;;
+1)
+	pin_check
+	pin_rest "$PIN_REST" ${own_redis_pid:+"$own_redis_pid"}
+	SERVICE_CPUS=$PIN_SERVICE
+	TOPOLOGY="nginx and the instances on cores $PIN_SERVICE, MariaDB, Redis and wrk on $PIN_REST"
+	log "pinned: $TOPOLOGY"
+	;;
+*) echo "scaling: SCALING_PIN is 0 or 1, not $SCALING_PIN" >&2; exit 2 ;;
+esac
 
 # up MODE N: a fresh cluster of N instances in MODE and a voucher on sale, its id in $voucher.
 up() {
 	scripts/cluster.sh down >/dev/null 2>&1
 	end_sales
-	CLUSTER_INSTANCES=$2 SECKILL_ORDER_MODE=$1 scripts/cluster.sh up 2>"$OUT/cluster.log" || { cat "$OUT/cluster.log" >&2; exit 1; }
+	(taskset -c -p "$SERVICE_CPUS" $BASHPID >/dev/null && CLUSTER_INSTANCES=$2 SECKILL_ORDER_MODE=$1 exec scripts/cluster.sh up) 2>"$OUT/cluster.log" || { cat "$OUT/cluster.log" >&2; exit 1; }
 	local now
 	now=$(date -u +%s)
 	voucher=$(curl -fsS -X POST "$BASE/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" -H "Content-Type: application/json" \
@@ -182,7 +200,7 @@ adjacent() {
 	echo "$c,$a,$ok" >>"$OUT/adjacent.csv"
 }
 
-log "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(machine) (before)"
+log "machine: $PIN_NCPU cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(machine) (before)"
 log "DURATION=${DURATION}s per point, CONNECTIONS=$CONNECTIONS, INSTANCES_LIST=$INSTANCES_LIST, CONNECTIONS_LIST=$CONNECTIONS_LIST"
 for mode in $MODES; do
 	for n in $INSTANCES_LIST; do
@@ -320,10 +338,10 @@ if [[ -n $async_ceiling ]]; then
 fi
 
 bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
-	-title "$(nproc) cores, $(date -u +%F), ${DURATION}s per point; nginx, the instances, MariaDB, Redis and wrk on one machine"
+	-title "$PIN_NCPU cores, $(date -u +%F), ${DURATION}s per point; $TOPOLOGY"
 
 {
-	echo "scaling summary ($(date -u +%FT%TZ), $(nproc) cores, $(machine) after)"
+	echo "scaling summary ($(date -u +%FT%TZ), $PIN_NCPU cores, $(machine) after)"
 	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v k="$kept" -v p="${p99_80:-}" -v pr="${p99_80_rest:-}" -v pt="${inside_80:-}" -v ph="${p99_h80:-}" -v phr="${p99_h80_rest:-}" -v pht="${inside_h80:-}" -v hr="${h80:-0}" -v c="$CONNECTIONS" \
 		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" -v sab="${sync_at_async_best:-0}" -v hbb="${healthz_best:-0}" -v hbc="${healthz_best_c:-0}" \
 		-v adj="$(tr '\n' ' ' <"$OUT/adjacent.csv" 2>/dev/null)" -v dur="$DURATION" 'BEGIN {
