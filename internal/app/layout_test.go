@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"errors"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,7 +15,11 @@ const module = "github.com/seckill/seckill/"
 func TestImportsRunOneWay(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, module+"...").Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		var stderr []byte
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list: %v\n%s", err, stderr)
 	}
 	imports := map[string][]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
