@@ -341,7 +341,7 @@ bin/harness chart -in "$OUT/points.csv" -out "$CHART" \
 	-title "$PIN_NCPU cores, $(date -u +%F), ${DURATION}s per point; $TOPOLOGY"
 
 {
-	echo "scaling summary ($(date -u +%FT%TZ), $PIN_NCPU cores, $(machine) after)"
+	echo "scaling summary ($(date -u +%FT%TZ), $PIN_NCPU cores, $(machine) after; $TOPOLOGY)"
 	awk -v a="$async_ceiling" -v s="$sync_ceiling" -v h="$healthz" -v b="$baseline" -v d="$drain_rate" -v db="$drain_backlog" -v k="$kept" -v p="${p99_80:-}" -v pr="${p99_80_rest:-}" -v pt="${inside_80:-}" -v ph="${p99_h80:-}" -v phr="${p99_h80_rest:-}" -v pht="${inside_h80:-}" -v hr="${h80:-0}" -v c="$CONNECTIONS" \
 		-v ab="$async_best" -v abc="$async_best_c" -v sb="$sync_best" -v sbc="$sync_best_c" -v hb="$healthz_at_async_best" -v sab="${sync_at_async_best:-0}" -v hbb="${healthz_best:-0}" -v hbc="${healthz_best_c:-0}" \
 		-v adj="$(tr '\n' ' ' <"$OUT/adjacent.csv" 2>/dev/null)" -v dur="$DURATION" 'BEGIN {
