@@ -45,7 +45,7 @@
 #   CHAOS_RATE             users/s of the store outages: redis-kill, mariadb-kill, mariadb-freeze,
 #                          sentinel (default 50)
 #   CHAOS_GOODPUT          overload: the goodput ÷ capacity it must reach (default 0.90, the goal;
-#                          short: 0.50, a tripwire: docs/chaos.md, "Short version")
+#                          short: 0.50, a tripwire: docs/chaos.md, "The short run's tripwires")
 #   CHAOS_SHED_P99         overload: the p99 the 503 overloaded answers must stay within
 #                          (default 50ms, the goal; short: 400ms, a tripwire, same section)
 #   CHAOS_LIGHT_P99        overload: the floor of the light load's p99 from 1 s after, which
@@ -294,7 +294,7 @@ exp_overload() {
 	# MariaDB was started for this run: its first closed loop meets cold caches and empty
 	# tables, so the full run warms up (figures nobody reads) before the capacity it judges
 	# the goodput against. The short run does not: in its 10 s open loop at 3 x a warm capacity
-	# the load's first second weighs a tenth (docs/chaos.md, "Short version"), and its goodput
+	# the load's first second weighs a tenth (docs/chaos.md, "The short run's tripwires"), and its goodput
 	# and shed p99 are tripwires, not the goal.
 	if [[ $SHORT != 1 ]]; then
 		log "overload: warm-up, closed loop, 64 users at a time for 3s (not measured)"
