@@ -177,7 +177,7 @@ $(TOXIPROXY):
 	mkdir -p $(dir $(TOXIPROXY)) && mv $(CURDIR)/.tools/toxiproxy-$(TOXIPROXY_VERSION)/server $(TOXIPROXY)
 
 ## chaos: faults under load (own MariaDB and Redis, toxiproxy, two instances behind nginx), each with
-## its thresholds and the SQL verdict; exits 1 on any FAIL (about 10 min here, see docs/chaos.md).
+## its thresholds and the SQL verdict; exits 1 on any FAIL (about 4 min on 2 vCPUs, see docs/chaos.md).
 ## MODE=async: the asynchronous mode's experiments, the writers drained before each verdict
 chaos: $(TOXIPROXY)
 	MODE=$(MODE) TOXIPROXY=$(TOXIPROXY) scripts/chaos.sh
