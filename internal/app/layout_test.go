@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -62,6 +64,34 @@ func TestImportsRunOneWay(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestRunIsNoPartOfTheModule: run/, where the servers of the scripts and tests keep their data
+// (MySQL makes and removes a directory per database there), is a module of its own (run/go.mod),
+// so the go command's ./... patterns never walk it: a directory removed mid-walk failed the
+// walk. A Go package put under run/ must not be one of this module's.
+func TestRunIsNoPartOfTheModule(t *testing.T) {
+	dir, err := os.MkdirTemp("../../run", "layout-probe-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.WriteFile(filepath.Join(dir, "probe.go"), []byte("package probe\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "-e", "-f", "{{.Dir}}", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range strings.Fields(string(out)) {
+		if d == abs {
+			t.Fatalf("go list %s... lists %s: run/ is walked as part of the module (is run/go.mod there?)", module, d)
 		}
 	}
 }
