@@ -438,6 +438,10 @@ func (w *Writer) loop(voucherID int64) {
 	k := keysOf(voucherID)
 	own := true // this consumer's pending entries first: a batch that failed is retried from there
 	var lastClaim time.Time
+	// claimFrom is where the next claim scans the group's pending entries from: a claim looks
+	// at most ten times its count of them, so a scan from the start alone would never reach
+	// idle entries behind that many others still in progress.
+	claimFrom := scanStart
 	groupReady := false
 	// limit is the most entries a batch reads: halved after a batch that outlived its
 	// deadline, which read again whole would outlive it again, for ever; doubled back, up to
@@ -467,12 +471,12 @@ func (w *Writer) loop(voucherID int64) {
 		// it replies, so delivered is taken before the request is sent, not at its reply, which
 		// comes a round trip later, or much later on a slow network or a busy Redis.
 		delivered := time.Now()
-		fullClaim := false
+		moreIdle := false
 		switch {
 		case delivered.Sub(lastClaim) >= w.cfg.ClaimIdle/2:
 			lastClaim = delivered
-			msgs, err = w.claim(k, limit)
-			fullClaim = err == nil && len(msgs) == limit
+			msgs, claimFrom, err = w.claim(k, claimFrom, limit)
+			moreIdle = err == nil && (len(msgs) == limit || claimFrom != scanStart)
 		case own:
 			msgs, err = w.read(k, "0", limit, -1)
 			if err == nil && len(msgs) == 0 {
@@ -494,6 +498,11 @@ func (w *Writer) loop(voucherID int64) {
 			continue
 		}
 		if len(msgs) == 0 {
+			if moreIdle {
+				// The scan stopped short of the end of the pending entries: go on from there.
+				lastClaim = time.Time{}
+				continue
+			}
 			if time.Since(lastClaim) < pollBlock && w.finished(w.ctx, voucherID) {
 				w.leave(voucherID)
 				return
@@ -507,9 +516,10 @@ func (w *Writer) loop(voucherID int64) {
 		case ok:
 			limit = min(w.cfg.Batch, 2*limit)
 		}
-		if fullClaim && ok {
+		if moreIdle && ok {
 			// More may be as idle (a consumer died holding more than a batch, or several
-			// did): claim again now rather than a page every ClaimIdle/2.
+			// did, or the scan stopped short of the end): claim again now rather than a page
+			// every ClaimIdle/2.
 			lastClaim = time.Time{}
 		}
 		if !ok {
@@ -618,23 +628,33 @@ func (w *Writer) readNew(k keys, count int) ([]redis.XMessage, time.Time, error)
 	return append(msgs, more...), delivered, nil
 }
 
-// claim takes over up to count entries other consumers left idle past ClaimIdle.
-func (w *Writer) claim(k keys, count int) ([]redis.XMessage, error) {
+// scanStart is the id a scan of a group's pending entries starts from, and the cursor
+// XAUTOCLAIM answers once its scan has reached their end.
+const scanStart = "0-0"
+
+// claim takes over up to count entries other consumers left idle past ClaimIdle, scanning the
+// group's pending entries from the id from. Redis looks at no more than ten times count of them
+// in one call: it answers the id to go on from, or scanStart when it reached their end. On an
+// error the next claim starts over.
+func (w *Writer) claim(k keys, from string, count int) (msgs []redis.XMessage, next string, err error) {
 	ctx, cancel := context.WithTimeout(w.ctx, redisCallTimeout)
 	defer cancel()
-	msgs, _, err := w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.stream, Group: w.cfg.Group,
-		Consumer: w.cfg.Consumer, MinIdle: w.cfg.ClaimIdle, Start: "0-0", Count: int64(count)}).Result()
+	msgs, next, err = w.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: k.stream, Group: w.cfg.Group,
+		Consumer: w.cfg.Consumer, MinIdle: w.cfg.ClaimIdle, Start: from, Count: int64(count)}).Result()
 	if errors.Is(err, redis.Nil) {
-		return nil, nil
+		return nil, scanStart, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, scanStart, err
+	}
+	if next == "" {
+		next = scanStart
 	}
 	if len(msgs) > 0 {
 		w.metrics.claimed.Add(float64(len(msgs)))
 		w.log.Info("writer: claimed idle entries", "stream", k.stream, "entries", len(msgs))
 	}
-	return msgs, nil
+	return msgs, next, nil
 }
 
 // process writes msgs, delivered to this consumer at delivered, and acknowledges what is in
