@@ -29,6 +29,9 @@ type lostSettle struct {
 	sale  string
 	other redis.UniversalClient
 	lose  int
+	// ranLost: the settling calls kept from the caller run on Redis first, and only their
+	// answers are lost (a Redis that stalled past the call's timeout, then ran it).
+	ranLost bool
 
 	mu       sync.Mutex
 	held     []any // the admission's arguments, once intercepted
@@ -54,7 +57,14 @@ func (h *lostSettle) keep(cmd redis.Cmder) bool {
 	if n := cmd.Name(); n == "evalsha" || n == "eval" { // the settling script: the only other call
 		h.settles++
 		h.settleAt = append(h.settleAt, time.Now())
-		return h.settles <= h.lose
+		if h.settles > h.lose {
+			return false
+		}
+		if h.ranLost {
+			// The script's keys and arguments follow its sha or text, as run does with the admission's.
+			_ = h.other.Do(context.Background(), append([]any{"eval", lua.AsyncSettle}, cmd.Args()[2:]...)...).Err()
+		}
+		return true
 	}
 	return false
 }
@@ -94,6 +104,43 @@ func (h *lostSettle) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 			}
 		}
 		return next(ctx, cmds)
+	}
+}
+
+// TestSettlingCallWhoseAnswerWasLostStaysUnadmitted: an admission whose call failed without
+// reaching Redis (or was refused, sold out, its answer lost) is settled: the first settling
+// call runs on Redis and voids the order id, but its answer is lost (Redis stalled past the
+// call's timeout, then ran it), so the admission waits for its deadline and settles again.
+// That second call found the id in the orders hash, 'void', took it for an order's status, and
+// answered admitted: a 202 with an order id that nothing admitted, no unit taken, no user
+// recorded, that a lookup answers 404 for ever.
+func TestSettlingCallWhoseAnswerWasLostStaysUnadmitted(t *testing.T) {
+	t.Parallel()
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := newFixture(t, s, async.Config{Timeout: 300 * time.Millisecond})
+			vid := f.voucher(5)
+			require.NoError(t, f.loader.Load(ctx, vid))
+			sale, _, _, stream, _ := async.KeysOf(vid)
+			hook := &lostSettle{sale: sale, other: f.rdb, lose: 1, ranLost: true}
+			svc := f.hookedService(hook)
+
+			id, err := svc.Place(ctx, 2, vid)
+			assert.ErrorIs(t, err, order.ErrUnavailable, "got order %d answered admitted, want 503: nothing admitted it", id)
+			assert.Equal(t, 2, hook.settles, "settled again at the deadline")
+			_, ok, err := f.statuses.OrderOf(ctx, 2, vid)
+			require.NoError(t, err)
+			assert.False(t, ok, "user 2 holds no order")
+			n, err := f.rdb.XLen(ctx, stream).Result()
+			require.NoError(t, err)
+			assert.Zero(t, n, "nothing to write")
+			assert.Equal(t, int64(5), f.book(vid).RedisStock, "no unit taken")
+
+			res := hook.run(ctx, t)
+			require.Len(t, res, 3)
+			assert.Equal(t, int64(5), res[0], "the call, run late, finds its id void and admits nothing")
+		})
 	}
 }
 

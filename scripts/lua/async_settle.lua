@@ -9,7 +9,17 @@
 -- Returns 1 when the order was admitted (its user maps to it, or it has a status: pending, or
 -- failed already), 0 when it was not and never will be: the orders hash then maps its id to
 -- 'void' (deleted with the hash when the voucher is retired; no lookup reads it as an order).
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] or redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
+-- A 'void' found there is no status but an earlier settling call's mark: that call ran and its
+-- answer was lost (the caller settles again at the order's deadline), and the order stays not
+-- admitted.
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return 1
+end
+local status = redis.call('HGET', KEYS[2], ARGV[2])
+if status == 'void' then
+  return 0
+end
+if status then
   return 1
 end
 redis.call('HSET', KEYS[2], ARGV[2], 'void')
