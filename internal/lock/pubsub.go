@@ -156,6 +156,15 @@ func (s *subscriber) unregister(w *waiter) {
 	}
 }
 
+// requeue gives w back a wake-up it took but could not use, unless another is pending: its
+// unregister then passes it on as one w never took.
+func (w *waiter) requeue(u wakeup) {
+	select {
+	case w.wake <- u:
+	default:
+	}
+}
+
 func (s *subscriber) removeLocked(w *waiter) {
 	st := s.chans[w.channel]
 	if st == nil {

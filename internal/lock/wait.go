@@ -150,9 +150,20 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 	}
 	defer c.sub.unregister(w)
 
+	// woken is the wake-up the caller last slept until, not yet answered by an attempt.
+	var woken *wakeup
 	for {
 		if retry {
+			u := woken
+			woken = nil
 			n, ttl, err = k.attempt(actx, retryQueued)
+			if err != nil && u != nil {
+				// A release woke this caller alone of its process, and its attempt did
+				// not tell whether the lock is free: hand the wake-up back, so that
+				// unregister passes it to the next waiter, which would otherwise sleep
+				// through the release until the lease it last saw runs out.
+				w.requeue(*u)
+			}
 			if err != nil || n > 0 {
 				return n, err
 			}
@@ -177,6 +188,7 @@ func (c *Client) acquire(ctx context.Context, wait time.Duration, k contender) (
 		case u := <-w.wake:
 			timer.Stop()
 			c.stats.count(u.source)
+			woken = &u
 			if k.owner != "" {
 				if wait, token := splitHandover(u.payload); wait == k.owner {
 					if k.handed != nil && token > 0 && k.handed(token, u.released) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -339,4 +340,57 @@ func waitAndUnlock(ctx context.Context, l waitLock) error {
 		err = l.Unlock(ctx)
 	}
 	return err
+}
+
+// TestFailedAttemptPassesItsWakeUpOn: two goroutines of one process wait for a ReentrantLock
+// that another process holds. Its release wakes one of them (one wake-up per release and
+// process), whose attempt then fails (Redis did not answer it, or its context ended). The
+// wake-up it used up must reach the other waiter, which takes the lock now rather than when
+// its wait runs out.
+func TestFailedAttemptPassesItsWakeUpOn(t *testing.T) {
+	for _, srv := range testenv.RedisServers(t) {
+		t.Run(srv.Name, func(t *testing.T) {
+			ctx := testCtx(t)
+			var drop atomic.Bool
+			lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+			lossy.AddHook(dropNextScript(&drop))
+			p := NewClient(lossy, Options{})
+			t.Cleanup(func() { _ = p.Close(); _ = lossy.Close() })
+			h := newProc(t, srv, Options{})
+			name := testenv.Unique("passwake-")
+			holder := h.c.ReentrantLock(name)
+			// A long lease: a waiter that sleeps through the release waits until its wait
+			// runs out.
+			take(t, holder, 30*time.Second)
+
+			sleeping := make(chan struct{}, 10)
+			p.hooks.waiting = func(string) { sleeping <- struct{}{} }
+			first := make(chan error, 1)
+			go func() {
+				_, err := p.ReentrantLock(name).TryLockWait(ctx, 20*time.Second, 30*time.Second)
+				first <- err
+			}()
+			<-sleeping // the oldest waiter: the release wakes it
+			second := make(chan error, 1)
+			go func() {
+				l := p.ReentrantLock(name)
+				ok, err := l.TryLockWait(ctx, 3*time.Second, 30*time.Second)
+				switch {
+				case err == nil && !ok:
+					err = fmt.Errorf("got not obtained, want the lock")
+				case err == nil:
+					err = l.Unlock(ctx)
+				}
+				second <- err
+			}()
+			<-sleeping
+
+			drop.Store(true) // the woken waiter's attempt fails without reaching Redis
+			require.NoError(t, holder.Unlock(ctx))
+			require.ErrorIs(t, <-first, errScriptReplyLost, "the woken waiter's attempt fails")
+			require.NoError(t, <-second)
+			st := p.Stats()
+			assert.Zero(t, st.WakesByTimer, "wake-ups by the wait running out: got %d, want 0", st.WakesByTimer)
+		})
+	}
 }
