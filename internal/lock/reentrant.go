@@ -130,7 +130,8 @@ func grantReply(v []int64) (n int64, ttl time.Duration, token int64, err error) 
 // Unlock releases one hold of the calling goroutine; the last one deletes the lock and wakes
 // a waiter. It returns an error wrapping ErrNotHeld when the goroutine does not hold the lock:
 // it never took it, or the lease ran out (the work it protected may have overlapped another
-// holder's). It stops the watchdog at the last hold.
+// holder's). It stops the watchdog at the last hold, also when Redis could not be asked (the
+// lock then expires within one lease, unless an Unlock tried again releases it first).
 //
 // A release that frees the lock, or hands it to a waiter of this process, wakes that waiter
 // directly instead of leaving it to the message, which other processes still get.
@@ -143,6 +144,14 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 		// It may have been released: let local waiters look rather than sleep through a
 		// message this process ignores as its own.
 		l.c.sub.wakeLocal(channel, "", sent)
+		if l.holdCount(me) <= 1 {
+			// The caller is done with the lock whatever Redis did, so its watchdog stops
+			// (as Redisson's unlock cancels the renewal on failure too): a hold left
+			// renewed would stay held for a goroutine that has moved on, until the
+			// Client closes, where now it expires within one lease. An Unlock tried again
+			// still releases it.
+			l.c.holds.finish(l.key, me, false)
+		}
 		return fmt.Errorf("unlock %s: %w", l.key, err)
 	}
 	switch v := v.(type) {

@@ -1,9 +1,12 @@
 package lock
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -113,15 +116,10 @@ func TestWatchdogStoppedLosesWithinOneLease(t *testing.T) {
 		require.LessOrEqual(t, ttl, lease, "remaining lease after death: got %v, want <= %v", ttl, lease)
 
 		lb := k.make(b, name)
-		var ok bool
-		if srv.Mini != nil {
-			srv.Mini.FastForward(lease)
-			ok, err = lb.TryLockWait(ctx, 0, time.Second)
-		} else {
-			// Nobody publishes a release: the waiter sleeps for the PTTL it was told. The
-			// remaining lease is at least two thirds of it (1 s): the first attempt finds the
-			// lock still held however slow the machine.
-			ok, err = lb.TryLockWait(ctx, lease+10*time.Second, time.Second)
+		// On the real server the remaining lease is at least two thirds of it (1 s): the
+		// first attempt finds the lock still held however slow the machine.
+		ok, err := tryAfterLease(ctx, srv, lb, lease, 10*time.Second)
+		if srv.Mini == nil {
 			assert.Positive(t, b.c.Stats().WakesByTimer, "woken by the lease running out")
 		}
 		require.NoError(t, err)
@@ -240,4 +238,54 @@ func TestOptionsRenewed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close did not return: the watchdog did not end")
 	}
+}
+
+// TestFailedUnlockStopsTheWatchdog: the last Unlock of a watched hold fails before its script
+// reaches Redis (a connection error, a context already ended). The holder is done with the
+// lock, so its watchdog must stop and the lock expire within one lease, as Redisson's
+// unlock cancels the renewal whatever its outcome; a watchdog that went on renewing would
+// keep the lock for a goroutine that has moved on, until the Client closes.
+func TestFailedUnlockStopsTheWatchdog(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		ctx := testCtx(t)
+		lease := watchdogLeaseFor(srv)
+		var drop atomic.Bool
+		lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+		lossy.AddHook(dropNextScript(&drop))
+		a := NewClient(lossy, Options{WatchdogLease: lease})
+		t.Cleanup(func() { _ = a.Close(); _ = lossy.Close() })
+		pa, b := proc{c: a, r: NewRegistry(a)}, newProc(t, srv, Options{})
+		name := testenv.Unique("failedunlock-")
+		la := k.make(pa, name)
+		take(t, la, -1)
+
+		drop.Store(true)
+		require.ErrorIs(t, la.Unlock(ctx), errScriptReplyLost, "the release never reaches Redis")
+		require.False(t, drop.Load())
+		if k.name != "localremote" {
+			if h := a.holds.get(la.Key(), owner(a.opts.Process)); h != nil {
+				t.Errorf("hold after its failed last Unlock: got one (count %d), want none: its watchdog renews on", h.count)
+			}
+		}
+
+		lb := k.make(b, name)
+		ok, err := tryAfterLease(ctx, srv, lb, lease, 5*time.Second)
+		require.NoError(t, err)
+		assert.True(t, ok, "lock not free one lease after its holder's last Unlock failed")
+		if ok {
+			require.NoError(t, lb.Unlock(ctx))
+		}
+	})
+}
+
+// tryAfterLease tries l once a lease of the given length, set now and never renewed, has run
+// out: on the embedded server the test moves its clock on by the lease and tries once; on a
+// real one nobody publishes a release, so l waits, sleeping for the PTTL it was told, up to
+// the lease and margin more.
+func tryAfterLease(ctx context.Context, srv testenv.Redis, l waitLock, lease, margin time.Duration) (bool, error) {
+	if srv.Mini != nil {
+		srv.Mini.FastForward(lease)
+		return l.TryLockWait(ctx, 0, time.Second)
+	}
+	return l.TryLockWait(ctx, lease+margin, time.Second)
 }
