@@ -66,6 +66,8 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	// local wake-up late, the lock long taken, used and released) would else pass for one
 	// to this wait, and make it a holder of a lock held by another.
 	ticket := strconv.FormatUint(l.c.waits.Add(1), 10)
+	made := l.holdCount(me) + 1 // the hold count a successful attempt makes
+	fresh := freshArg(made)
 	direct := false // taken by an attempt that set our own lease, not handed over
 	var token int64
 	// sent is when the lease we hold was set, at the earliest: the send of the attempt that
@@ -88,7 +90,7 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 			}
 			sent = time.Now()
 			v, err := fairLockScript.Run(ctx, l.c.rdb, l.lockKeys, me, t.lease.Milliseconds(),
-				grantLease.Milliseconds(), queue, retry, ticket, fenceTTLArg).Int64Slice()
+				grantLease.Milliseconds(), queue, retry, ticket, fenceTTLArg, fresh).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
@@ -147,7 +149,6 @@ func (l *FairLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms)
 	}
 	// After a failed attempt leave the queue it may have joined, and give back the hold it may
 	// have made (a grant, a handover to its place, or a re-entry): see releaseLost.
-	made := l.holdCount(me) + 1
 	k.lost = func(ctx context.Context) {
 		if v, err := fairWithdrawScript.Run(ctx, l.c.rdb, l.keys, me, 0).Int64(); err == nil && v != 0 {
 			l.releaseLost(ctx, me, made)

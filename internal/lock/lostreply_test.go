@@ -269,3 +269,46 @@ func TestLateRenewalNeverShortensTheLease(t *testing.T) {
 	srv.Mini.FastForward(2 * watchLease)
 	next.requireLostIfTaken(t, ctx, newProc(t, srv, Options{}).r.Obtain(name))
 }
+
+// TestRetakeAfterFailedUnlockIsAFreshHold: a holder's last Unlock fails before its script
+// reaches Redis, so the hold is over for the Client (its watchdog stopped) while Redis keeps
+// the owner's count until the lease runs out. The same goroutine then takes the lock again:
+// that is a fresh hold, with a fencing token above the last one, a Lost channel still open,
+// and one Unlock that frees the lock. The count the Redis field had left must not make it a
+// re-entry the Client keeps no record of (no watchdog, no token, Lost closed, a hold left
+// behind by its Unlock).
+func TestRetakeAfterFailedUnlockIsAFreshHold(t *testing.T) {
+	forEach(t, func(t *testing.T, srv testenv.Redis, k kind) {
+		if k.name == "localremote" {
+			t.Skip("a LocalRemoteLock's failed release forgets the remote key, and the next obtain takes it as its own")
+		}
+		ctx := testCtx(t)
+		var drop atomic.Bool
+		lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
+		lossy.AddHook(dropNextScript(&drop))
+		a := NewClient(lossy, Options{})
+		t.Cleanup(func() { _ = a.Close(); _ = lossy.Close() })
+		pa, b := proc{c: a, r: NewRegistry(a)}, newProc(t, srv, Options{})
+		name := testenv.Unique("retake-")
+		la := k.make(pa, name)
+		fenced := la.(Fenced)
+		take(t, la, -1)
+		before := fenced.Token()
+
+		drop.Store(true)
+		require.ErrorIs(t, la.Unlock(ctx), errScriptReplyLost, "the release never reaches Redis")
+		require.False(t, drop.Load())
+
+		take(t, la, -1)
+		assert.Greater(t, fenced.Token(), before, "token of the hold taken again: got %d, want above %d", fenced.Token(), before)
+		select {
+		case <-la.Lost():
+			t.Error("Lost closed for the hold taken again: got closed, want open")
+		default:
+		}
+		require.NoError(t, la.Unlock(ctx))
+		ok, err := k.make(b, name).TryLockWait(ctx, 0, time.Second)
+		require.NoError(t, err)
+		assert.True(t, ok, "the one Unlock of the hold taken again frees the lock: another process got refused")
+	})
+}

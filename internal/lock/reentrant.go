@@ -65,13 +65,15 @@ func (l *ReentrantLock) Lock(ctx context.Context) error {
 func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdTerms) (bool, error) {
 	me := owner(l.c.opts.Process)
 	ms := t.lease.Milliseconds()
+	made := l.holdCount(me) + 1 // the hold count a successful attempt makes
+	fresh := freshArg(made)
 	var token int64
 	var sent time.Time // of the last attempt: the lease it set runs from no earlier
 	k := contender{
 		channel: l.channel,
 		try: func(ctx context.Context, _ tryMode) (int64, time.Duration, error) {
 			sent = time.Now()
-			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.lockKeys, me, ms, fenceTTLArg).Int64Slice()
+			v, err := reentrantLockScript.Run(ctx, l.c.rdb, l.lockKeys, me, ms, fenceTTLArg, fresh).Int64Slice()
 			if err != nil {
 				return 0, 0, fmt.Errorf("lock %s: %w", l.key, err)
 			}
@@ -80,7 +82,6 @@ func (l *ReentrantLock) tryLock(ctx context.Context, wait time.Duration, t holdT
 			return n, ttl, err
 		},
 	}
-	made := l.holdCount(me) + 1 // the hold count a successful attempt makes
 	k.lost = func(ctx context.Context) { l.releaseLost(ctx, me, made) }
 	n, err := l.c.acquire(ctx, wait, k)
 	if err != nil || n == 0 {
@@ -175,6 +176,19 @@ func (l *hashLock) Unlock(ctx context.Context) error {
 		return fmt.Errorf("unlock %s: unexpected reply %v", l.key, v)
 	}
 	return nil
+}
+
+// freshArg is the lock scripts' argument that tells a first hold by the caller's record
+// (made, the hold count a successful attempt makes, is 1) from a re-entry: an owner's field
+// the script finds for a first hold is a leftover of a hold that is over for the caller (its
+// last Unlock never reached Redis, or it was reported lost while its lease ran on), which the
+// script grants afresh with one hold. Taken as a re-entry, it would leave the caller a hold
+// without watchdog, timer or token, and its Unlock a hold behind.
+func freshArg(made int64) string {
+	if made == 1 {
+		return "1"
+	}
+	return "0"
 }
 
 // holdCount returns owner me's hold count as this Client recorded it: 0 when it holds nothing.

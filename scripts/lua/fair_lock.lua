@@ -23,6 +23,10 @@
 --          waits again and again: a handover to an earlier wait, reaching it late, must not
 --          pass for a handover to the current one.
 -- ARGV[7]  how long the grant counter outlives a grant, in milliseconds
+-- ARGV[8]  '1' when the caller holds no hold of the lock by its process's record: outside a
+--          handover (ARGV[5]), an owner's field found then is what a hold the caller was told
+--          is over left behind, and the attempt is a new grant of one hold, not a re-entry, as
+--          in reentrant_lock.lua; '0' otherwise
 -- Returns {1, fencing token} when the caller holds the lock by a new grant or a handover (for
 -- a handover the token is the counter's value: no other grant can move it while the caller
 -- holds the lock); {hold count (>= 2), 0} on a re-entry, which keeps the token its caller got
@@ -99,6 +103,12 @@ elseif redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
     -- not later than Redis's expiry.
     redis.call('PEXPIRE', KEYS[1], ARGV[3])
     return {1, tonumber(redis.call('GET', KEYS[6]) or 0)}
+  end
+  if ARGV[8] == '1' then
+    -- A leftover of a hold that is over for the caller (see ARGV[8]): one hold, a new grant.
+    redis.call('HSET', KEYS[1], ARGV[1], 1)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, grant(KEYS[6], ARGV[7])}
   end
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   -- A re-entry may lengthen the lease, never shorten it: the outer hold (its watchdog, or

@@ -5,6 +5,10 @@
 -- ARGV[1]  owner (process id .. "-" .. goroutine id)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  how long the grant counter outlives a grant, in milliseconds
+-- ARGV[4]  '1' when the caller holds no hold of the lock by its process's record: an owner's
+--          field found then is what a hold the caller was told is over left behind (its last
+--          release never reached Redis, or it was reported lost while its lease ran on), and
+--          the attempt is a new grant of one hold, not a re-entry; '0' otherwise
 -- Returns {1, fencing token} when the caller now holds the lock by a new grant, which
 -- increments the counter; {hold count (>= 2), 0} on a re-entry, which keeps the token its
 -- caller got with the grant. Else {minus the lock's remaining time to live in milliseconds
@@ -35,6 +39,13 @@ if ttl == -2 then
   return {1, grant(KEYS[2], ARGV[3])}
 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then
+  if ARGV[4] == '1' then
+    -- Counted as a re-entry, the leftover holds would outlive the caller's one Unlock, and
+    -- its process, keeping no record of them, would renew nothing and report no token.
+    redis.call('HSET', KEYS[1], ARGV[1], 1)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, grant(KEYS[2], ARGV[3])}
+  end
   local n = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
   -- A re-entry may lengthen the lease, never shorten it: the outer hold (its watchdog, or
   -- its fixed lease's timer) counts on the lease it set.
