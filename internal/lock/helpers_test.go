@@ -28,7 +28,7 @@ func newProc(t *testing.T, srv testenv.Redis, opts Options) proc {
 // test can delay, cut or watch while other processes reach the server as usual.
 func newHookedProc(t *testing.T, srv testenv.Redis, h redis.Hook, opts Options) proc {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Mini.Addr()})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
 	rdb.AddHook(h)
 	t.Cleanup(func() { _ = rdb.Close() })
 	return newProc(t, testenv.Redis{Name: srv.Name, Client: rdb, Mini: srv.Mini}, opts)

@@ -284,11 +284,7 @@ func TestRetakeAfterFailedUnlockIsAFreshHold(t *testing.T) {
 		}
 		ctx := testCtx(t)
 		var drop atomic.Bool
-		lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
-		lossy.AddHook(dropNextScript(&drop))
-		a := NewClient(lossy, Options{})
-		t.Cleanup(func() { _ = a.Close(); _ = lossy.Close() })
-		pa, b := proc{c: a, r: NewRegistry(a)}, newProc(t, srv, Options{})
+		pa, b := newHookedProc(t, srv, dropNextScript(&drop), Options{}), newProc(t, srv, Options{})
 		name := testenv.Unique("retake-")
 		la := k.make(pa, name)
 		fenced := la.(Fenced)

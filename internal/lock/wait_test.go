@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -352,10 +351,7 @@ func TestFailedAttemptPassesItsWakeUpOn(t *testing.T) {
 		t.Run(srv.Name, func(t *testing.T) {
 			ctx := testCtx(t)
 			var drop atomic.Bool
-			lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
-			lossy.AddHook(dropNextScript(&drop))
-			p := NewClient(lossy, Options{})
-			t.Cleanup(func() { _ = p.Close(); _ = lossy.Close() })
+			p := newHookedProc(t, srv, dropNextScript(&drop), Options{}).c
 			h := newProc(t, srv, Options{})
 			name := testenv.Unique("passwake-")
 			holder := h.c.ReentrantLock(name)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -250,11 +249,8 @@ func TestFailedUnlockStopsTheWatchdog(t *testing.T) {
 		ctx := testCtx(t)
 		lease := watchdogLeaseFor(srv)
 		var drop atomic.Bool
-		lossy := redis.NewClient(&redis.Options{Addr: srv.Client.Options().Addr})
-		lossy.AddHook(dropNextScript(&drop))
-		a := NewClient(lossy, Options{WatchdogLease: lease})
-		t.Cleanup(func() { _ = a.Close(); _ = lossy.Close() })
-		pa, b := proc{c: a, r: NewRegistry(a)}, newProc(t, srv, Options{})
+		pa, b := newHookedProc(t, srv, dropNextScript(&drop), Options{WatchdogLease: lease}), newProc(t, srv, Options{})
+		a := pa.c
 		name := testenv.Unique("failedunlock-")
 		la := k.make(pa, name)
 		take(t, la, -1)
