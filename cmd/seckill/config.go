@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/seckill/seckill/internal/app"
 	"github.com/seckill/seckill/internal/async"
@@ -143,7 +144,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		// Checked here, not at the first dial: go-redis dials lazily, so an instance with an
 		// address that can never work started, answered every order 503 and logged the dial
 		// error once a second.
-		if _, err := parseAddrs("SECKILL_REDIS_ADDR", cfg.redisAddr); err != nil {
+		if err := checkRedisAddr(cfg.redisAddr); err != nil {
 			return config{}, err
 		}
 	}
@@ -340,7 +341,8 @@ func checkListenPort(port string) error {
 	return nil
 }
 
-// parseAddrs reads a comma-separated list of host:port; empty is nil.
+// parseAddrs reads a comma-separated list of host:port, each with a port from 1 to 65535;
+// empty is nil.
 func parseAddrs(name, v string) ([]string, error) {
 	if strings.TrimSpace(v) == "" {
 		return nil, nil
@@ -353,7 +355,11 @@ func parseAddrs(name, v string) ([]string, error) {
 			err = errors.New("want host:port")
 		}
 		if err == nil {
-			_, err = strconv.ParseUint(port, 10, 16)
+			// Nothing can be reached on port 0: a connection to it is refused.
+			var n uint64
+			if n, err = strconv.ParseUint(port, 10, 16); err == nil && n == 0 {
+				err = errors.New("port 0: no server can be reached on it")
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s=%q: address %q: %w", name, v, a, err)
@@ -361,6 +367,20 @@ func parseAddrs(name, v string) ([]string, error) {
 		addrs = append(addrs, a)
 	}
 	return addrs, nil
+}
+
+// checkRedisAddr refuses a SECKILL_REDIS_ADDR that the Redis client could never dial. The
+// client takes the value as it stands, as one address: a list, or white space that a list's
+// entries may have around them, is part of what it would dial.
+func checkRedisAddr(v string) error {
+	switch {
+	case strings.Contains(v, ","):
+		return fmt.Errorf("SECKILL_REDIS_ADDR=%q: want one host:port, not a list (a list of sentinels is SECKILL_REDIS_SENTINEL's)", v)
+	case strings.ContainsFunc(v, unicode.IsSpace):
+		return fmt.Errorf("SECKILL_REDIS_ADDR=%q: white space in the address, which the client would dial as part of it", v)
+	}
+	_, err := parseAddrs("SECKILL_REDIS_ADDR", v)
+	return err
 }
 
 // parseSentinel reads SECKILL_REDIS_SENTINEL, master-name@host:port,...; empty is none.

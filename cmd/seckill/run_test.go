@@ -706,6 +706,21 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 			`SECKILL_REDIS_ADDR="redis": address "redis"`},
 		{"redis port out of range", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-redis-addr", "127.0.0.1:99999"},
 			map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, `SECKILL_REDIS_ADDR="127.0.0.1:99999"`},
+		// The Redis client dials the setting as it stands. A list, or an address with white
+		// space around it, passed a check that read it as SECKILL_REDIS_SENTINEL's list (each
+		// entry trimmed), and port 0 passed as a port: each instance started, answered 503 to
+		// every order and logged a dial error every second.
+		{"redis address list", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"},
+			map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x", "SECKILL_REDIS_ADDR": "127.0.0.1:6379,127.0.0.1:6380"},
+			`SECKILL_REDIS_ADDR="127.0.0.1:6379,127.0.0.1:6380": want one host:port, not a list`},
+		{"redis address with a leading space", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"},
+			map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x", "SECKILL_REDIS_ADDR": " 127.0.0.1:6379"},
+			`SECKILL_REDIS_ADDR=" 127.0.0.1:6379": white space`},
+		{"redis port 0", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "-redis-addr", "127.0.0.1:0"},
+			map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x"}, `SECKILL_REDIS_ADDR="127.0.0.1:0": address "127.0.0.1:0": port 0`},
+		{"sentinel port 0", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0"},
+			map[string]string{"SECKILL_MYSQL_DSN": "root:@tcp(127.0.0.1:1)/x", "SECKILL_REDIS_SENTINEL": "seckill@127.0.0.1:26379, 127.0.0.1:0"},
+			`SECKILL_REDIS_SENTINEL="127.0.0.1:26379, 127.0.0.1:0": address "127.0.0.1:0": port 0`},
 		// A listen port out of range was refused only after the stores had been opened, by a
 		// message that named no setting ("listen tcp: address 99999: invalid port").
 		{"listen port out of range", []string{"seckill", "serve", "-http-addr", "127.0.0.1:99999"}, nil, `SECKILL_HTTP_ADDR="127.0.0.1:99999"`},
