@@ -393,6 +393,29 @@ func TestCreateVoucherTimesAreRFC3339(t *testing.T) {
 	}
 }
 
+// TestCreateVoucherTimesWithJSONEscapes: a time is a JSON string like any other, read with its
+// escapes: .NET's System.Text.Json writes "+" as \u002B by default, so a client there sends an
+// offset as "\u002B08:00". An escaped time that is no RFC 3339 date-time is still refused.
+func TestCreateVoucherTimesWithJSONEscapes(t *testing.T) {
+	vs := &fakeVouchers{}
+	h := api.NewServer(discardLog(), api.Config{AdminToken: testToken}, vs, &fakeOrders{})
+	body := `{"title":"t","stock":1,"beginTime":"2026-01-01T08:00:00\u002B08:00","endTime":"\u0032027-01-01T00:00:00\u005A"}`
+	w := serve(t, h, request{"POST", "/api/vouchers", admin, body})
+	require.Equal(t, http.StatusCreated, w.Code, "body %s", w.Body)
+	require.Len(t, vs.created, 1)
+	v := vs.created[0]
+	assert.True(t, v.BeginTime.Equal(mustTime(t, "2026-01-01T00:00:00Z")), "got beginTime %v, want 2026-01-01T00:00:00Z", v.BeginTime)
+	assert.True(t, v.EndTime.Equal(mustTime(t, "2027-01-01T00:00:00Z")), "got endTime %v, want 2027-01-01T00:00:00Z", v.EndTime)
+
+	body = `{"title":"t","stock":1,"beginTime":"2026-01-01T8:00:00\u002B08:00","endTime":"2027-01-01T00:00:00Z"}`
+	w = serve(t, h, request{"POST", "/api/vouchers", admin, body})
+	require.Equal(t, http.StatusBadRequest, w.Code, "body %s", w.Body)
+	var e api.ErrorBody
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &e))
+	assert.Contains(t, e.Error.Message, `"2026-01-01T8:00:00+08:00" is not an RFC 3339 date-time`)
+	assert.Len(t, vs.created, 1, "a refused body reached the service")
+}
+
 // TestCreateVoucherBodyUnread: a body that could not be read in full (sent too slowly for the
 // server's ReadTimeout, or cut off) is refused with 400 invalid_argument saying so, and the
 // read's error, which names the server's own address, is not shown to the client.

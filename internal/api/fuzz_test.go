@@ -145,16 +145,22 @@ type voucherRequest struct {
 // time-numoffset's ranges: hour 00-23, minute 00-59.
 var rfc3339DateTime = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]([01]\d|2[0-3]):[0-5]\d)$`)
 
-// oracleTime is a documented time: an RFC 3339 date-time, which time.Time's own reading
-// takes more than (a one-digit hour, a comma before the fraction), and whose values it reads.
+// oracleTime is a documented time: a JSON string, its escapes decoded like any other's, that
+// is an RFC 3339 date-time (time.Time's own reading takes more: a one-digit hour, a comma
+// before the fraction), read by time.Parse; or null, no time.
 type oracleTime struct{ time.Time }
 
 func (o *oracleTime) UnmarshalJSON(b []byte) error {
 	var s string
-	if err := json.Unmarshal(b, &s); err == nil && !rfc3339DateTime.MatchString(s) {
+	if err := json.Unmarshal(b, &s); err != nil || string(b) == "null" {
+		return o.Time.UnmarshalJSON(b) // null leaves it zero; what is no string is refused
+	}
+	if !rfc3339DateTime.MatchString(s) {
 		return errors.New("not an RFC 3339 date-time")
 	}
-	return o.Time.UnmarshalJSON(b)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	o.Time = t
+	return err
 }
 
 // validVoucher reports whether body is a valid voucher by the API's documented rules: one
@@ -289,6 +295,8 @@ func FuzzCreateVoucherBody(f *testing.F) {
 		`{"title":"\ud800","stock":1,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1,"beginTime":"2026-01-01T8:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1,"beginTime":"2026-01-01T08:00:00,5Z","endTime":"2027-01-01T00:00:00Z"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T08:00:00\u002B08:00","endTime":"\u0032027-01-01T00:00:00\u005a"}`,
+		`{"title":"t","stock":1,"beginTime":"2026-01-01T\u0038:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`{"title":"t","stock":1e2,"beginTime":"2026-01-01T00:00:00Z","endTime":"2027-01-01T00:00:00Z"}`,
 		`null`, `[]`, `{}`, `{"stock":`, `"x"`, ``,
 		// One value and nothing after it; no member named twice, in any case, at any depth.

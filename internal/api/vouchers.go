@@ -32,14 +32,23 @@ type createVoucherRequest struct {
 // that sends those sends something other than the API defines, and is told so.
 type dateTime struct{ time.Time }
 
-// UnmarshalJSON refuses the forms time.Parse takes beyond RFC 3339 and reads the rest as
-// time.Time does; null leaves the time zero, as it does for a time.Time.
+// UnmarshalJSON reads a JSON string, its escapes decoded, as an RFC 3339 date-time, refusing
+// the forms time.Parse takes beyond it; null leaves the time zero, as it does for a
+// time.Time. time.Time's own UnmarshalJSON parses the bytes between the quotes as they stand
+// (go.dev/issue/47353), so it refused a time sent with an escape in it, as .NET's
+// System.Text.Json sends every "+" (\u002B) by default.
 func (d *dateTime) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
 	var s string
-	if string(b) != "null" && json.Unmarshal(b, &s) == nil && !rfc3339Digits(s) {
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a time must be a string, an RFC 3339 date-time such as 2026-01-01T08:00:00Z: %w", err)
+	}
+	if !rfc3339Digits(s) {
 		return fmt.Errorf("%q is not an RFC 3339 date-time such as 2026-01-01T08:00:00Z", s)
 	}
-	return d.Time.UnmarshalJSON(b)
+	return d.Time.UnmarshalText([]byte(s))
 }
 
 // rfc3339Digits reports whether s has two digits of hour ("2006-01-02T15", where time.Parse
