@@ -110,7 +110,8 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 			return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
-	if result, err := s.check(v); err != nil {
+	at := s.vouchers.clock() // the order's date (see create)
+	if result, err := s.check(v, at); err != nil {
 		if errors.Is(err, ErrSoldOut) {
 			return s.soldOut(ctx, userID, voucherID)
 		}
@@ -139,7 +140,7 @@ func (s *Service) place(ctx context.Context, userID, voucherID int64) (int64, st
 	if err != nil {
 		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	return s.create(ctx, userID, voucherID, fence)
+	return s.create(ctx, userID, voucherID, fence, at)
 }
 
 // fence returns the fence of userID's order under l, just granted: none unless Fencing is
@@ -176,10 +177,10 @@ func (s *Service) soldOut(ctx context.Context, userID, voucherID int64) (int64, 
 	}
 }
 
-// check refuses an order of v outside its sale window or without stock.
-func (s *Service) check(v voucher.Voucher) (string, error) {
+// check refuses an order of v outside its sale window at at, or without stock.
+func (s *Service) check(v voucher.Voucher, at time.Time) (string, error) {
 	switch {
-	case !v.OnSale(s.vouchers.clock()):
+	case !v.OnSale(at):
 		return ResultSaleNotActive, ErrSaleNotActive
 	case v.Stock <= 0:
 		return ResultSoldOut, ErrSoldOut
@@ -208,14 +209,19 @@ func (s *Service) leave() {
 	}
 }
 
-func (s *Service) create(ctx context.Context, userID, voucherID int64, fence Fence) (int64, string, error) {
+// create writes userID's order, dated at: the database's time when its sale window was judged.
+func (s *Service) create(ctx context.Context, userID, voucherID int64, fence Fence, at time.Time) (int64, string, error) {
 	id, err := s.ids.Next(ctx)
 	if err != nil {
 		return 0, ResultError, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	// created_at on the database's clock, as the sale window was judged: an instance whose
-	// clock is off does not date an order outside the sale it was sold in.
-	o := Order{ID: id, UserID: userID, VoucherID: voucherID, Status: StatusUnpaid, CreatedAt: s.vouchers.clock().UTC()}
+	// created_at on the database's clock, at the instant the sale window was judged, as the
+	// asynchronous mode's script dates its orders: neither an instance whose clock is off nor
+	// an order let in at the sale's last moment (its lock, id and connection may come after
+	// the end) is dated outside the sale it was sold in. In whole milliseconds, as the sale's
+	// times are: Oracle's MySQL rounds to the column's (MariaDB truncates), which could take
+	// the sale's last moment to its end.
+	o := Order{ID: id, UserID: userID, VoucherID: voucherID, Status: StatusUnpaid, CreatedAt: at.UTC().Truncate(time.Millisecond)}
 	err = s.store.Create(ctx, o, fence, s.process(userID))
 	switch {
 	case err == nil:

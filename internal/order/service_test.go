@@ -91,6 +91,39 @@ func TestPlaceCreatesAndUnlocksAfterCommit(t *testing.T) {
 	assert.Equal(t, 1.0, f.count(order.ResultCreated))
 }
 
+// TestPlaceDatesTheOrderWhenTheWindowWasJudged: an order let in at the last moment of its sale
+// is dated inside the sale, at the instant its window was judged (to the millisecond, as the
+// sale's times are), as the asynchronous mode's script dates its orders. Its lock, its id and
+// its wait for a connection come after that check; dated after them, it fell after the sale's
+// end.
+func TestPlaceDatesTheOrderWhenTheWindowWasJudged(t *testing.T) {
+	clock := now.Add(600 * time.Microsecond)
+	f := newFixtureWith(t, order.Config{Now: func() time.Time { return clock }})
+	v := onSale()
+	v.EndTime = now.Add(time.Millisecond) // the sale's last millisecond; times are stored to it
+	f.vouchers.EXPECT().Get(mock.Anything, int64(7)).Return(v, nil)
+	f.locks.EXPECT().New("order:42").Return(f.lock)
+	f.lock.EXPECT().TryLock(mock.Anything, 5*time.Second).RunAndReturn(func(context.Context, time.Duration) (bool, error) {
+		clock = clock.Add(5 * time.Millisecond) // the lock took a while: the sale has ended since
+		return true, nil
+	})
+	f.ids.EXPECT().Next(mock.Anything).Return(99, nil)
+	var got order.Order
+	f.store.EXPECT().Create(mock.Anything, mock.Anything, order.Fence{}, mock.Anything).
+		RunAndReturn(func(_ context.Context, o order.Order, _ order.Fence, _ func(context.Context) error) error {
+			got = o
+			return nil
+		})
+	f.lock.EXPECT().Unlock(mock.Anything).Return(nil)
+
+	_, err := f.svc.Place(context.Background(), 42, 7)
+	require.NoError(t, err)
+	assert.True(t, v.OnSale(got.CreatedAt), "got createdAt %s, want within the sale [%s, %s)",
+		got.CreatedAt.Format(time.RFC3339Nano), v.BeginTime.Format(time.RFC3339Nano), v.EndTime.Format(time.RFC3339Nano))
+	// In whole milliseconds, as the sale's times are: MySQL would round 600 µs up, to the end.
+	assert.Equal(t, now, got.CreatedAt, "createdAt: the instant the window was judged, in whole milliseconds")
+}
+
 func TestPlaceRejectsBeforeLocking(t *testing.T) {
 	tests := []struct {
 		name    string
