@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seckill/seckill/internal/verdict"
 )
 
 func TestParseNginxLog(t *testing.T) {
@@ -180,6 +182,31 @@ func TestWriteLogsKnownOrders(t *testing.T) {
 	assert.Equal(t, map[string]int64{"11": 1, "21": 2, "22": 2, "31": 3, "61": 6}, got)
 	_, unnamed := knownOrders(d.attempts)
 	assert.Equal(t, []int64{5}, unnamed, "users whose order is looked up by (user, voucher)")
+}
+
+// TestWriteLogsAnOrderIdPerUser: an order id answered to two users is two answers, each
+// compared with the database's row, which belongs to one of them. Written once, the second
+// user's answer (a 201, or the 409 naming a lost reply's order) never reached the verdict,
+// which passed with a user told of an order that is not theirs.
+func TestWriteLogsAnOrderIdPerUser(t *testing.T) {
+	d := &driver{c: loadConfig{out: t.TempDir(), scenario: "s"}, attempts: []attempt{
+		{User: 1, N: 1, Status: 201, Code: codeCreated, OrderID: "11"},
+		{User: 1, N: 2, Status: 201, Code: codeCreated, OrderID: "11"}, // the same order again: once
+		{User: 2, N: 1, Status: 201, Code: codeCreated, OrderID: "11"},
+		{User: 3, N: 1, Status: 502, Code: "http_502"},
+		{User: 3, N: 2, Status: 409, Code: "already_ordered", OrderID: "11"},
+	}}
+	require.NoError(t, d.write(7))
+	orders, err := readOrdersFile(filepath.Join(d.c.out, "orders.log"))
+	require.NoError(t, err)
+	answered := make([]verdict.Answered, 0, len(orders))
+	for _, o := range orders {
+		answered = append(answered, verdict.Answered{ID: o.ID, User: o.User, Voucher: o.Voucher})
+	}
+	f := verdict.Facts{Vouchers: []verdict.Voucher{{ID: 7}}}
+	verdict.Compare(answered, map[string]verdict.Owner{"11": {User: 1, Voucher: 7}}, &f)
+	assert.Equal(t, 3, f.Orders201, "got %d answers logged, want 3 (one per user): %+v", f.Orders201, orders)
+	assert.Equal(t, 2, f.WrongOwner201, "got %d answers with another user's order, want 2", f.WrongOwner201)
 }
 
 // TestOverloadLightLoadFloor: the light load after an overload is judged against

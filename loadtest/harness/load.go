@@ -84,10 +84,10 @@ type knownOrder struct {
 	User int64
 }
 
-// knownOrders returns each order the client knows of, once, as the k6 script's settle decides
-// it: the id of every 201 (or 202 in the asynchronous mode); and, for a user none of whose
-// requests was answered so but one of which was lost, the id its first 409 already_ordered
-// carries (its lost answer's order). Only then is a 409 taken for an order: an already_ordered
+// knownOrders returns each order the client knows of, once per user told of it, as the k6
+// script's settle decides it: the id of every 201 (or 202 in the asynchronous mode); and, for
+// a user none of whose requests was answered so but one of which was lost, the id its first
+// 409 already_ordered carries (its lost answer's order). Only then is a 409 taken for an order: an already_ordered
 // given to a user who was never answered 201 or 202 and lost nothing names an order nobody
 // was told of, and the verdict must count its row as such, not as answered. unnamed lists the
 // users in that case whose already_ordered carried no id; their order is looked up by (user,
@@ -99,7 +99,9 @@ func knownOrders(as []attempt) (orders []knownOrder, unnamed []int64) {
 	}
 	users := map[int64]*seen{}
 	var byArrival []int64
-	logged := map[string]bool{}
+	// Once per user: an id answered to two users is two answers, and the verdict must compare
+	// each with the row (which belongs to one of them at most).
+	logged := map[knownOrder]bool{}
 	for _, a := range as {
 		u := users[a.User]
 		if u == nil {
@@ -110,9 +112,9 @@ func knownOrders(as []attempt) (orders []knownOrder, unnamed []int64) {
 		switch {
 		case a.placed():
 			u.created = true
-			if !logged[a.OrderID] {
-				logged[a.OrderID] = true
-				orders = append(orders, knownOrder{ID: a.OrderID, User: a.User})
+			if o := (knownOrder{ID: a.OrderID, User: a.User}); !logged[o] {
+				logged[o] = true
+				orders = append(orders, o)
 			}
 		case a.lost():
 			u.lost = true
@@ -128,9 +130,10 @@ func knownOrders(as []attempt) (orders []knownOrder, unnamed []int64) {
 		case u.created || !u.lost || !u.conflict:
 		case u.conflictID == "":
 			unnamed = append(unnamed, user)
-		case !logged[u.conflictID]:
-			logged[u.conflictID] = true
-			orders = append(orders, knownOrder{ID: u.conflictID, User: user})
+		case !logged[knownOrder{ID: u.conflictID, User: user}]:
+			o := knownOrder{ID: u.conflictID, User: user}
+			logged[o] = true
+			orders = append(orders, o)
 		}
 	}
 	return orders, unnamed
@@ -482,7 +485,7 @@ func (d *driver) write(vid int64) error {
 	}
 	var orders, reqs, watch bytes.Buffer
 	// The verdict counts every line as an order answered to its user (two lines of one user
-	// are two orders), so each order is written once.
+	// are two orders), so each order is written once per user told of it.
 	known, _ := knownOrders(d.attempts)
 	for _, o := range known {
 		line, _ := json.Marshal(map[string]k6Order{"order": {ID: o.ID, User: o.User, Voucher: vid, Scenario: d.c.scenario}})
