@@ -511,6 +511,11 @@ func checkOverload(c *chaosCheck, f chaosFlags, as []attempt) error {
 			return err
 		}
 		r, _, _ := ordersPerSec(capAs, phaseMain, c.placed)
+		if r <= 0 {
+			// Counted as 0 it would lower the mean, and with it the goodput the overload must
+			// reach: a cluster the overload broke would pass its own threshold more easily.
+			return fmt.Errorf("chaos-check: overload: the capacity run %s placed no order: no capacity to judge against", dir)
+		}
 		capacity += r / float64(len(dirs))
 		runs = append(runs, fmt.Sprintf("%s %.1f", filepath.Base(dir), r))
 	}

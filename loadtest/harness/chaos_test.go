@@ -265,6 +265,39 @@ func TestOverloadLightLoadFloor(t *testing.T) {
 	}
 }
 
+// TestOverloadCapacityRunWithoutOrders: the goodput is judged against the mean of the capacity
+// runs, and a run that placed no order (every answer a 503: the cluster broken by the overload)
+// is no capacity. Counted as 0 it halved the mean, and an overload that kept half of the
+// capacity passed the goodput threshold of 0.9.
+func TestOverloadCapacityRunWithoutOrders(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	capRun := func(status int, code string) string {
+		var csv strings.Builder
+		for i := range 100 {
+			s := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+			fmt.Fprintf(&csv, "%d,%d,main,%d,1,%d,%s,\n", s.UnixNano(), s.Add(5*time.Millisecond).UnixNano(), i+1, status, code)
+		}
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "requests.csv"), []byte(csv.String()), 0o644))
+		return dir
+	}
+	before, after := capRun(201, codeCreated), capRun(503, "unavailable")
+	var as []attempt
+	for i := range 100 { // half the capacity: every other request shed
+		s := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		a := attempt{Start: s, End: s.Add(5 * time.Millisecond), Phase: phaseMain, User: int64(i + 1), N: 1, Status: 201, Code: codeCreated}
+		if i%2 == 1 {
+			a.Status, a.Code = 503, "overloaded"
+		}
+		as = append(as, a)
+	}
+	c := &chaosCheck{w: io.Discard, placed: codeCreated}
+	f := chaosFlags{capacityDir: before + "," + after, goodput: 0.9, overloadP99: time.Second, lightP99Floor: time.Second}
+	err := checkOverload(c, f, as)
+	require.Error(t, err, "got no error, want one for a capacity run without orders; failed thresholds %v", c.failed)
+	assert.Contains(t, err.Error(), after)
+}
+
 // TestAsyncMariaDBOutage: in the asynchronous mode a MariaDB fault is judged by what admission
 // and the writers do with it: every request during the fault admitted (202), the backlog above
 // its level before the fault (the orders waited: otherwise the fault tested nothing), and back
