@@ -16,7 +16,8 @@ import (
 // retrying client needs. A user whose 201 was lost (the instance died, nginx answered 502)
 // and whose retry was answered 409 already_ordered with no id knows it has an order but not
 // its id (one with the id is in orders.log: knownOrders); the id is looked up in the database by (user, voucher), as such a client would look up its
-// orders, so that the row does not count as an order nobody was told of. Each is printed.
+// orders, so that the row does not count as an order nobody was told of. Each is printed, and
+// a user whose order is not found fails a threshold of c: it was told of an order it does not have.
 // wait is the database's (-dsn): a failed call says what was waited for and which bound struck.
 func chaosVerdict(ctx context.Context, w io.Writer, c *chaosCheck, f chaosFlags, wait dbWait, as []attempt) (bool, error) {
 	summary, err := readSummary(filepath.Join(f.dir, "summary.json"))
@@ -60,6 +61,10 @@ func chaosVerdict(ctx context.Context, w io.Writer, c *chaosCheck, f chaosFlags,
 			}
 		}
 		fmt.Fprintf(w, "  %d users were answered 409 already_ordered without a %s before (a lost reply); %d of their orders found by (user, voucher)\n", len(lost), statusOf(c.placed), found)
+		// Each was told it has an order, and stopped: one not found ends with none, which no
+		// check of the orders that do exist can see.
+		c.threshold("users answered already_ordered with no order in the database", "0",
+			fmt.Sprintf("%d of %d", len(lost)-found, len(lost)), found == len(lost))
 	}
 	if err := wait.facts(ctx, db, summary.Vouchers, orders, &rep.Facts); err != nil {
 		return false, fmt.Errorf("chaos verdict: %w", err)

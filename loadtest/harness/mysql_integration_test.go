@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -162,4 +164,46 @@ func TestEndSalesOfAK6Run(t *testing.T) {
 	onSale, err := async.NewStore(db).OnSale(ctx, time.Now())
 	require.NoError(t, err)
 	assert.Equal(t, []int64{ids[3]}, onSale, "only the voucher named by neither is still on sale")
+}
+
+// TestChaosVerdictLostAlreadyOrdered: a user whose 201 was lost and whose retry was answered
+// 409 already_ordered without an id was told it has an order, which the verdict looks up by
+// (user, voucher). Not found, that user ends with no order, and the verdict must fail: it
+// printed the count and passed, every other check true of the orders that do exist.
+func TestChaosVerdictLostAlreadyOrdered(t *testing.T) {
+	ctx := context.Background()
+	db, dsn := migratedDBAndDSN(t)
+	st := newBaselineStores(db)
+	vid, err := st.voucher(ctx)
+	require.NoError(t, err)
+	require.NoError(t, db.Exec("UPDATE seckill_vouchers SET stock = 10 WHERE voucher_id = ?", vid).Error)
+	id := baselineIDs.next()
+	require.NoError(t, st.place(ctx, 1, vid, id, 0))
+
+	dir := t.TempDir()
+	summary := fmt.Sprintf(`{"lock":"redis","vouchers":[{"scenario":"s","id":%d,"stock":10}]}`, vid)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "summary.json"), []byte(summary), 0o644))
+	line := fmt.Sprintf(`{"order":{"id":"%d","user":1,"voucher":%d,"scenario":"s"}}`+"\n", id, vid)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "orders.log"), []byte(line), 0o644))
+	metrics := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, `seckill_orders_total{result="created"} 1`)
+		fmt.Fprintln(w, `seckill_orders_total{result="already_ordered"} 1`)
+	}))
+	defer metrics.Close()
+	instances := filepath.Join(dir, "instances")
+	require.NoError(t, os.WriteFile(instances, []byte(metrics.URL+"\n"), 0o644))
+
+	as := []attempt{
+		{User: 1, N: 1, Status: 201, Code: codeCreated, OrderID: strconv.FormatInt(id, 10)},
+		{User: 2, N: 1, Status: 502, Code: "http_502"},
+		{User: 2, N: 2, Status: 409, Code: "already_ordered"}, // no order of user 2 exists
+	}
+	wait, err := newDBWait(dsn, time.Minute)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	c := &chaosCheck{w: &out, placed: codeCreated}
+	ok, err := chaosVerdict(ctx, &out, c, chaosFlags{dir: dir, instancesFile: instances, orderMode: "sync"}, wait, as)
+	require.NoError(t, err)
+	assert.True(t, ok, "the SQL verdict of the orders that exist:\n%s", out.String())
+	assert.NotEmpty(t, c.failed, "got no failed threshold, want one for user 2, told already_ordered with no order:\n%s", out.String())
 }
