@@ -119,10 +119,10 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 			*vals[s.env] = v
 		}
 	}
-	if extra == nil && fs.NArg() > 0 {
-		// flag stops at the first argument that is not a flag: every flag after it would be
-		// ignored without a word (`serve -lock redlock x -fencing off` runs with auto fencing).
-		return config{}, fmt.Errorf("%s takes no arguments, got %q (flags after it were not read)", name, fs.Args())
+	if extra == nil {
+		if err := noArguments(fs); err != nil {
+			return config{}, err
+		}
 	}
 	cfg := config{
 		httpAddr:   *vals["SECKILL_HTTP_ADDR"],
@@ -298,6 +298,16 @@ func (c *config) parseAsync(vals map[string]*string) error {
 	}
 	c.stream.Retention, err = parseDuration("SECKILL_STREAM_RETENTION", *vals["SECKILL_STREAM_RETENTION"], time.Minute)
 	return err
+}
+
+// noArguments refuses arguments left after fs's flags, for a command that takes none: flag
+// stops at the first argument that is not a flag, and every flag after it would be ignored
+// without a word (`serve -lock redlock x -fencing off` runs with auto fencing).
+func noArguments(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s takes no arguments, got %q (flags after it were not read)", fs.Name(), fs.Args())
+	}
+	return nil
 }
 
 // checkAdminToken refuses an admin token that no request can present, which would leave the

@@ -78,7 +78,9 @@ type demoOptions struct {
 // once per guard, then prints what reached the database.
 func runDemo(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var o demoOptions
+	var set *flag.FlagSet // the parsed set: the demo takes no arguments after its flags
 	cfg, err := parseConfig("demo", args, getenv, stderr, func(fs *flag.FlagSet) {
+		set = fs
 		fs.IntVar(&o.users, "users", 300, "distinct users in the storm")
 		fs.IntVar(&o.perUser, "per-user", 10, "concurrent orders each user fires at once")
 		fs.IntVar(&o.stock, "stock", 100, "stock of each guard's voucher")
@@ -91,6 +93,10 @@ func runDemo(ctx context.Context, args []string, getenv func(string) string, std
 		fs.IntVar(&o.fenceUsers, "fence-users", 8, "users in each run of the fencing experiment")
 	})
 	if err != nil {
+		return err
+	}
+	// `demo redis` ran every guard, and `demo -guards redis x -users 10` a storm of 300 users.
+	if err := noArguments(set); err != nil {
 		return err
 	}
 	if o.users < 1 || o.perUser < 1 || o.stock < 1 || o.inFlight < 1 {

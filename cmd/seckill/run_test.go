@@ -689,6 +689,9 @@ func TestRunRefusesSilentMisconfig(t *testing.T) {
 		// A stray argument stops the flags: those after it were ignored without a word.
 		{"serve with an argument", []string{"seckill", "serve", "-http-addr", "127.0.0.1:0", "oops", "-fencing", "bogus"}, nil, "serve takes no arguments"},
 		{"migrate with an argument", []string{"seckill", "migrate", "now"}, nil, "migrate takes no arguments"},
+		// The demo, with flags of its own, was not held to that: `demo redis` ran every guard.
+		// The -users 0 before the argument makes a demo that ignores it fail at once, not storm.
+		{"demo with an argument", []string{"seckill", "demo", "-users", "0", "redis", "-guards", "redis"}, nil, "demo takes no arguments"},
 		// reconcile over the embedded stores reads a Redis of its own that never saw an order:
 		// every voucher "not in redis", exit 0, whatever the instances' books say.
 		{"reconcile on embedded stores", []string{"seckill", "reconcile"}, nil, "reconcile: set SECKILL_MYSQL_DSN"},
