@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,4 +75,23 @@ func TestAsyncStartRefusesMalformedLockSettings(t *testing.T) {
 		_, err := parseConfig("serve", []string{"-order-mode", "async"}, func(k string) string { return map[string]string{tt.env: tt.value}[k] }, io.Discard, nil)
 		assert.ErrorContains(t, err, tt.env+"=", "%s=%q", tt.env, tt.value)
 	}
+}
+
+// TestAsyncServeSaysStoppedOnceItsWriterHas: in async mode a stopping serve lets its order
+// writer finish the batch in progress, and only then says "stopped" and returns. Before, the
+// instance was closed by a deferred call after the "stopped" line: the writer could still be
+// committing for seconds after the log said stopped, and a writer that outlived its bound
+// went unsaid, the exit status 0.
+func TestAsyncServeSaysStoppedOnceItsWriterHas(t *testing.T) {
+	s := startServe(t, withEnv(nil, "SECKILL_ORDER_MODE", "async"))
+	s.stop()
+	err := <-s.done
+	s.done <- err // for the cleanup
+	require.NoError(t, err)
+	log := s.log.String()
+	writer := strings.Index(log, `msg="order writer stopped"`)
+	stopped := strings.Index(log, "msg=stopped")
+	require.NotEqual(t, -1, writer, "the writer's stop is logged:\n%s", log)
+	require.NotEqual(t, -1, stopped, "serve says stopped:\n%s", log)
+	assert.Less(t, writer, stopped, "the writer stopped before serve said stopped:\n%s", log)
 }

@@ -121,7 +121,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	defer inst.Close()
+	closed := false // by the end of a shutdown; every other return closes it here
+	defer func() {
+		if !closed {
+			_ = inst.Close()
+		}
+	}()
 
 	if cfg.pprofAddr != "" {
 		if err := servePprof(ctx, log, cfg.pprofAddr); err != nil {
@@ -159,6 +164,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serve: %w", err)
+	}
+	// The instance stops before "stopped" is said: in async mode its writer may still be
+	// committing a batch then, and one that outlives its bound fails the stop.
+	closed = true
+	if err := inst.Close(); err != nil {
+		return fmt.Errorf("stop: %w", err)
 	}
 	log.Info("stopped")
 	return nil

@@ -197,7 +197,16 @@ func New(ctx context.Context, log *slog.Logger, cfg Config, st *Stores) (*Instan
 	var orders api.Orders = svc
 	if a != nil {
 		inst.Async = a
-		inst.closers = append([]func() error{a.stop}, inst.closers...)
+		inst.closers = append([]func() error{func() error {
+			// Said in the log, so that an operator sees when the writer let go of its batch
+			// and whether it did within its bound.
+			if err := a.stop(); err != nil {
+				log.Error("order writer not stopped within its bound; its unacknowledged orders stay pending and another writer claims them", "err", err)
+				return err
+			}
+			log.Info("order writer stopped")
+			return nil
+		}}, inst.closers...)
 		checks["writer"] = a.Writer.Ready
 		vouchers = loadOnCreate{Vouchers: vouchers, loader: a.Loader, log: log}
 		orders = asyncOrders{Service: a.Service, get: svc}
