@@ -217,7 +217,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		*) echo "abtest: AB_PIN is 1 or 0, not $pin" >&2; exit 2 ;;
 		esac
 		# shellcheck disable=SC2086 # the setting's assignments, split on purpose
-		(taskset -c -p "$service_cpus" $BASHPID >/dev/null && exec env $setting scripts/cluster.sh up) >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
+		taskset -c "$service_cpus" env $setting scripts/cluster.sh up >"$OUT/up.log" 2>&1 || { cat "$OUT/up.log" >&2; exit 1; }
 		now=$(date -u +%s)
 		voucher=$(curl -fsS -X POST "http://127.0.0.1:$NGINX_PORT/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" -H "Content-Type: application/json" \
 			-d "{\"title\":\"abtest $now\",\"stock\":100000000,\"beginTime\":\"$(date -u -d @$((now - 60)) +%FT%TZ)\",\"endTime\":\"$(date -u -d @$((now + 3600)) +%FT%TZ)\"}" |

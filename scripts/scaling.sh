@@ -122,7 +122,7 @@ esac
 up() {
 	scripts/cluster.sh down >/dev/null 2>&1
 	end_sales
-	(taskset -c -p "$SERVICE_CPUS" $BASHPID >/dev/null && CLUSTER_INSTANCES=$2 SECKILL_ORDER_MODE=$1 exec scripts/cluster.sh up) 2>"$OUT/cluster.log" || { cat "$OUT/cluster.log" >&2; exit 1; }
+	taskset -c "$SERVICE_CPUS" env CLUSTER_INSTANCES="$2" SECKILL_ORDER_MODE="$1" scripts/cluster.sh up 2>"$OUT/cluster.log" || { cat "$OUT/cluster.log" >&2; exit 1; }
 	local now
 	now=$(date -u +%s)
 	voucher=$(curl -fsS -X POST "$BASE/api/vouchers" -H "Authorization: Bearer $ADMIN_TOKEN" -H "Content-Type: application/json" \
